@@ -1,0 +1,268 @@
+"""Turn the raw pieces of one Harbor job dir into an Experiment.
+
+Shared by every source that reads Harbor job dirs (local disk, SSH), so a remote audit and
+a local audit of the same folder give the same figures by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import orjson
+from pydantic import ValidationError
+
+from services.harbor_files import JobConfigFile, JobResultFile
+from services.models import Experiment, State, Trial, TrialCounts, TrialStatus
+from services.policy import Policy
+
+_FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+
+
+def as_utc(dt: datetime | None) -> datetime | None:
+    """Harbor writes trial times UTC-aware and job times naive local; compare them as UTC."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        return dt.astimezone(UTC)
+    return dt.astimezone(UTC)
+
+
+def earliest_key(t: Trial) -> tuple[datetime, str]:
+    return (as_utc(t.started_at) or _FAR_FUTURE, t.trial_name)
+
+
+def parse_job_file(data: bytes | None, model: type, name: str, problems: list[str]):  # type: ignore[no-untyped-def]
+    if data is None:
+        return None
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        problems.append(f"{name} is not valid JSON: {exc}")
+        return None
+    if not isinstance(raw, dict):
+        problems.append(f"{name} holds a JSON {type(raw).__name__}, not an object")
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        problems.append(f"{name} field {'.'.join(map(str, first['loc']))!r}: {first['msg']}")
+        return None
+
+
+def parse_env_file(data: bytes | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not data:
+        return out
+    for line in data.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        out[key.strip()] = value.strip().strip("'\"")
+    return out
+
+
+def benchmark_from_dir_name(name: str, policy: Policy) -> str | None:
+    """The run dir is named <benchmark>_<model>_<ts>; the leading segment is the benchmark."""
+    for known in sorted(policy.benchmark_sizes, key=len, reverse=True):
+        if name.startswith(known) and (len(name) == len(known) or name[len(known)] in "_-.@"):
+            return known
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}__\d{2}-\d{2}-\d{2}", name):
+        return None  # Harbor's default job name carries no benchmark
+    head = re.split(r"__|_", name, maxsplit=1)[0]
+    return head or None
+
+
+def _dataset_name(cfg: JobConfigFile | None) -> str | None:
+    if cfg is None:
+        return None
+    for ds in cfg.datasets:
+        if ds.name:
+            return ds.name.rsplit("/", 1)[-1]
+        if ds.path:
+            return ds.path.rstrip("/").rsplit("/", 1)[-1] or None
+    return None
+
+
+def collapse_copies(trials: list[Trial]) -> None:
+    """Mark staged/restored copies: same trial_name, deeper path than the original."""
+    by_name: dict[str, list[Trial]] = defaultdict(list)
+    for t in trials:
+        by_name[t.trial_name].append(t)
+    for group in by_name.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda t: (t.path.count("/"), t.path))
+        original = group[0]
+        for dup in group[1:]:
+            dup.copy_of = original.path
+
+
+def number_attempts(trials: Iterable[Trial]) -> dict[str, list[Trial]]:
+    by_task: dict[str, list[Trial]] = defaultdict(list)
+    for t in trials:
+        if t.copy_of is None:
+            by_task[t.task_name].append(t)
+    for attempts in by_task.values():
+        attempts.sort(key=earliest_key)
+        for i, t in enumerate(attempts, 1):
+            t.attempt = i
+    return by_task
+
+
+def is_invalid_error(t: Trial, policy: Policy) -> bool:
+    """The error gate's numerator (DESIGN 3a)."""
+    if t.status == TrialStatus.running:
+        return False
+    if t.parse_error and t.exception_type is None:
+        return True
+    if t.exception_type is not None:
+        return not policy.is_benign(t.exception_type)
+    return t.reward is None
+
+
+def count_trials(trials: Iterable[Trial], policy: Policy) -> TrialCounts:
+    c = TrialCounts()
+    per_task: Counter[str] = Counter()
+    for t in trials:
+        if t.copy_of is not None:
+            c.copies += 1
+            continue
+        per_task[t.task_name] += 1
+        if t.status == TrialStatus.running:
+            c.running += 1
+            continue
+        c.total += 1
+        if t.status == TrialStatus.valid:
+            c.valid += 1
+        else:
+            c.errored += 1
+        if is_invalid_error(t, policy):
+            c.invalid_errors += 1
+    c.max_attempts_per_task = max(per_task.values(), default=0)
+    return c
+
+
+def assemble_experiment(
+    *,
+    job_id: str,
+    path: str,
+    source: str,
+    source_label: str,
+    trials: list[Trial],
+    policy: Policy,
+    config_bytes: bytes | None,
+    result_bytes: bytes | None,
+    eval_config_bytes: bytes | None = None,
+    env_bytes: bytes | None = None,
+    problems: list[str] | None = None,
+) -> Experiment:
+    problems = list(problems or [])
+    cfg: JobConfigFile | None = parse_job_file(config_bytes, JobConfigFile, "config.json", problems)
+    res: JobResultFile | None = parse_job_file(result_bytes, JobResultFile, "result.json", problems)
+    if config_bytes is None:
+        problems.append("no job config.json: n_rep falls back to the default")
+    if result_bytes is None:
+        problems.append("no job result.json: no score, no planned trial count")
+
+    collapse_copies(trials)
+    by_task = number_attempts(trials)
+    counts = count_trials(trials, policy)
+
+    # n_rep: the job config's n_attempts; absent from a Harbor config means Harbor's default 1.
+    if cfg is not None:
+        n_rep = cfg.n_attempts or 1
+        n_rep_source = "config"
+    else:
+        n_rep = policy.default_n_rep
+        n_rep_source = "default"
+
+    model_counter = Counter(t.model_name for t in trials if t.model_name)
+    cfg_model = next((a.model_name for a in cfg.agents if a.model_name), None) if cfg else None
+    model = cfg_model or (model_counter.most_common(1)[0][0] if model_counter else None)
+
+    eval_cfg = parse_job_file(eval_config_bytes, JobConfigFile, "eval config", problems)
+    model_hf_name = (cfg.model_hf_name if cfg else None) or (eval_cfg.model_hf_name if eval_cfg else None)
+
+    bench_dir = benchmark_from_dir_name(job_id, policy)
+    src_counter = Counter(t.source for t in trials if t.source)
+    benchmark = (
+        _dataset_name(cfg)
+        or (src_counter.most_common(1)[0][0] if src_counter else None)
+        or bench_dir
+    )
+    size = policy.benchmark_size(benchmark) or policy.benchmark_size(bench_dir)
+    if size is None and by_task and cfg is None:
+        size = None
+
+    planned = res.n_total_trials if res else None
+    expected = planned if planned else (n_rep * size if size else None)
+    counts.expected = expected
+    counts.n_rep = n_rep
+
+    score: float | None = None
+    eval_key: str | None = None
+    if res and res.stats.evals:
+        eval_key, ev = max(res.stats.evals.items(), key=lambda kv: kv[1].n_trials or 0)
+        score = ev.mean
+
+    timeout = None
+    if cfg:
+        for a in cfg.agents:
+            t_s = a.override_timeout_sec or a.max_timeout_sec
+            if t_s:
+                timeout = t_s * (cfg.timeout_multiplier or 1.0)
+                break
+
+    env = parse_env_file(env_bytes)
+    sched_id = (str(cfg.slurm_job_id) if cfg and cfg.slurm_job_id else None) or env.get("SLURM_JOB_ID")
+
+    if res is not None and res.finished_at is not None:
+        state, raw = State.finished, "finished"
+    elif counts.running:
+        state, raw = State.running, "running"
+    elif res is not None or counts.total:
+        state, raw = State.running, "unfinished"
+    else:
+        state, raw = State.pending, "no trials yet"
+    if state == State.finished and counts.running:
+        problems.append(f"{counts.running} trial dir(s) have no result.json although the job is over (orphaned)")
+
+    n_in = sum(t.n_input_tokens or 0 for t in trials if t.copy_of is None) or None
+    n_out = sum(t.n_output_tokens or 0 for t in trials if t.copy_of is None) or None
+    cost = sum(t.cost_usd or 0.0 for t in trials if t.copy_of is None)
+
+    return Experiment(
+        id=job_id,
+        source=source,
+        source_label=source_label,
+        path=path,
+        state=state,
+        state_raw=raw,
+        model=model,
+        model_hf_name=model_hf_name,
+        benchmark=benchmark,
+        benchmark_from_dir=bench_dir,
+        benchmark_size=size,
+        n_rep=n_rep,
+        n_rep_source=n_rep_source,  # type: ignore[arg-type]
+        planned_trials=planned,
+        score=score,
+        eval_key=eval_key,
+        started_at=res.started_at if res else None,
+        updated_at=res.updated_at if res else None,
+        finished_at=res.finished_at if res else None,
+        scheduler_job_id=sched_id,
+        inference_timeout_s=timeout,
+        counts=counts,
+        n_input_tokens=n_in,
+        n_output_tokens=n_out,
+        cost_usd=cost if cost and math.isfinite(cost) else None,
+        problems=problems,
+        trials=trials,
+    )

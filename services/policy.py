@@ -1,0 +1,171 @@
+"""Every threshold and classification table the audit and monitor rely on, in one place.
+
+Harbor's error-policy table (harbor/models/trial/error_policy.py, 0.26) is mirrored here so
+failure classes come from the same source Harbor itself uses; `Policy` makes the parts an
+operator may need to tune overridable from config without touching code.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Exception types whose reward Harbor treats as a valid measurement (has_valid_reward=True
+# in its error policy, minus NonZeroAgentExitCodeError which the leaderboard guardrail counts
+# as an error). They never count as invalid errors for the error gate.
+DEFAULT_BENIGN: Final[tuple[str, ...]] = (
+    "AgentTimeoutError",
+    "ContextWindowExceededError",
+    "OutputTokenExceededError",
+    "ContextLengthExceededError",
+    "OutputLengthExceededError",
+    "AgentSafetyRefusalError",
+    "ContentPolicyViolationError",
+)
+
+DEFAULT_BENCHMARK_SIZES: Final[dict[str, int]] = {
+    "swebench-verified-random-100": 100,
+    "swebench-verified-random-100-folders": 100,
+    "dev_set_v2": 100,
+    "terminal_bench_2": 89,
+    "terminal-bench-2": 89,
+}
+
+# Harbor's error-policy groups, named by what they mean for an operator.
+FAILURE_CLASSES: Final[dict[str, tuple[str, ...]]] = {
+    "sandbox_failed": (
+        "EnvironmentStartTimeoutError",
+        "SandboxBuildFailedError",
+        "AgentSetupTimeoutError",
+        "HealthcheckError",
+        "SandboxLikelyOutOfMemoryError",
+        "MemoryLimitExceededError",
+        "SSHAccessError",
+        "GKEExecStreamClosedError",
+        "GKEPodNotFoundError",
+        "RuntimeRequestError",
+        "AddTestsDirError",
+        "DownloadVerifierDirError",
+    ),
+    "model_provider_failed": (
+        "ApiError",
+        "ApiRateLimitError",
+        "ApiInternalServerError",
+        "ApiOverloadedError",
+        "ApiConnectionClosedError",
+        "ApiResponseStalledError",
+        "UnknownApiError",
+        "NetworkConnectionError",
+        "ApiConnectionError",
+        "ApiUsageLimitError",
+        "RateLimitError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+        "APIConnectionError",
+        "APIError",
+        "Timeout",
+        "UnsupportedModelParametersError",
+        "BadRequestError",
+        "UnprocessableEntityError",
+        "UnsupportedParamsError",
+        "APIResponseValidationError",
+        "BudgetExceededError",
+        "AgentAuthenticationError",
+        "ModelNotFoundError",
+        "ApiProviderResourceNotFoundError",
+        "AuthenticationError",
+        "PermissionDeniedError",
+        "NotFoundError",
+    ),
+    "verifier_failed": (
+        "VerifierTimeoutError",
+        "RewardFileNotFoundError",
+        "RewardFileEmptyError",
+        "VerifierOutputParseError",
+        "VerificationNotCompletedError",
+    ),
+    "harbor_failed": (
+        "ServiceOperationsUnsupportedError",
+        "VercelScopeError",
+        "DspyImportError",
+        "MissingExtraError",
+        "RegradeError",
+    ),
+    "cancelled": ("CancelledError",),
+    "agent_exhausted_budget": (
+        "NonZeroAgentExitCodeError",
+        "AgentTimeoutError",
+        "ContextWindowExceededError",
+        "OutputTokenExceededError",
+        "ContextLengthExceededError",
+        "OutputLengthExceededError",
+    ),
+    "agent_refused_task": ("AgentSafetyRefusalError", "ContentPolicyViolationError"),
+}
+_CLASS_OF: Final[dict[str, str]] = {
+    name: cls for cls, names in FAILURE_CLASSES.items() for name in names
+}
+
+FAILURE_CLASS_MEANING: Final[dict[str, str]] = {
+    "sandbox_failed": "infra: the sandbox never let the agent work; uncorrelated with solvability, "
+    "dropping is ~unbiased — re-run for completeness, never impute 0",
+    "model_provider_failed": "infra: the model endpoint failed (rate limit, auth, 5xx); re-run, never impute 0",
+    "verifier_failed": "the verifier never produced a reward; true score is likely ≈ 0 — Harbor's mean "
+    "drops these (biased up), the leaderboard counts them as 0; resume on a healthy sandbox",
+    "harbor_failed": "a Harbor-side failure (missing extra, unsupported operation); fix the harness and re-run",
+    "cancelled": "cancelled before it finished; Harbor's resume re-runs it",
+    "agent_exhausted_budget": "the agent ran out of time or context; with a reward it is a valid 0 — "
+    "do not re-run",
+    "agent_refused_task": "the agent or provider refused; with a reward it is a valid measurement",
+    "unclassified": "not in Harbor's error-policy table: read the traceback",
+}
+
+HASH_BENCHMARK_RE: Final = re.compile(r"^[0-9a-f]{32,64}$")
+NUMERIC_MODEL_RE: Final = re.compile(r"^[0-9]{6,}$")
+
+
+def failure_class(exception_type: str | None) -> str | None:
+    if not exception_type:
+        return None
+    return _CLASS_OF.get(exception_type, "unclassified")
+
+
+class MonitorThresholds(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stuck_polls: int = Field(3, ge=2, description="rule a: polls with no drop in dispatched/running")
+    error_growth_polls: int = Field(3, ge=2, description="rule b: consecutive polls with new errors")
+    pass_rate_ratio: float = Field(0.5, gt=0, le=1, description="rule c: fire below this × expected")
+    pass_rate_min_finished: int = Field(20, ge=1, description="rule c: finished trials before judging")
+    timeout_factor: float = Field(1.5, gt=1, description="rule d: × the inference timeout")
+    inference_timeout_s: float = Field(1500.0, gt=0, description="rule d: used when the job has none")
+
+
+class Policy(BaseModel):
+    """Tunable domain rules. Defaults are the exact values of the eval-cleanup runbook."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benign_exceptions: list[str] = Field(default_factory=lambda: list(DEFAULT_BENIGN))
+    benchmark_sizes: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_BENCHMARK_SIZES))
+    valid_fraction_min: float = Field(0.90, gt=0, le=1)
+    error_fraction_max: float = Field(0.10, ge=0, le=1)
+    default_n_rep: int = Field(3, ge=1, description="only where no job config exists")
+    stale_row_hours: float = Field(12.0, gt=0)
+    monitor: MonitorThresholds = Field(default_factory=MonitorThresholds)  # type: ignore[arg-type]
+
+    def is_benign(self, exception_type: str | None) -> bool:
+        return exception_type is not None and exception_type in self.benign_exceptions
+
+    def benchmark_size(self, benchmark: str | None) -> int | None:
+        if not benchmark:
+            return None
+        if benchmark in self.benchmark_sizes:
+            return self.benchmark_sizes[benchmark]
+        # Run dirs and dataset names carry suffixes ("terminal_bench_2@head", "dev_set_v2-folders").
+        for name, size in sorted(self.benchmark_sizes.items(), key=lambda kv: -len(kv[0])):
+            if benchmark.startswith(name):
+                return size
+        return None

@@ -1,0 +1,299 @@
+"""The embedded default source: Harbor job dirs on local disk.
+
+A scan stats every trial's result.json/config.json and re-reads only files whose
+(mtime, size) changed since the last scan, so refreshing a large live job is cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+from services.assemble import assemble_experiment
+from services.fs import JobFS, LocalFS
+from services.harbor_files import parse_trial
+from services.models import Experiment, Snapshot, SourceError, Trial
+from services.policy import Policy
+from services.sources.base import ProgressFn, SourceUnavailable, no_progress
+
+QUARANTINE_DIR = ".evaldesk-quarantine"
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+_FileKey = tuple[int, int] | None  # (mtime_ns, size)
+
+
+def _key(path: str) -> _FileKey:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return (-1, -1)  # a dir or fifo named result.json: read it to get the error
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _read(path: str) -> tuple[bytes | None, str | None]:
+    try:
+        if os.path.getsize(path) > MAX_RESULT_BYTES:
+            return None, f"{os.path.basename(path)} is larger than {MAX_RESULT_BYTES >> 20} MiB"
+        with open(path, "rb") as fh:
+            return fh.read(), None
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{os.path.basename(path)} unreadable: {exc.strerror or exc}"
+
+
+def _is_trial_dir(path: str) -> bool:
+    return os.path.lexists(os.path.join(path, "config.json")) or os.path.lexists(
+        os.path.join(path, "result.json")
+    )
+
+
+def _json_keys(path: str) -> set[str]:
+    try:
+        with open(path, "rb") as fh:
+            data = orjson.loads(fh.read(4 * 1024 * 1024))
+        return set(data) if isinstance(data, dict) else set()
+    except (OSError, orjson.JSONDecodeError):
+        return set()
+
+
+_JOB_KEYS = {"n_total_trials", "stats", "n_attempts", "agents", "datasets", "jobs_dir", "job_name"}
+_TRIAL_KEYS = {"trial_name", "task_name", "task", "trial_uri"}
+
+
+def looks_like_job_dir(path: str) -> bool:
+    keys = _json_keys(os.path.join(path, "result.json")) | _json_keys(os.path.join(path, "config.json"))
+    if keys & _JOB_KEYS and not keys & _TRIAL_KEYS:
+        return True
+    if keys:
+        return False
+    # No job files: a job dir if its children are trial dirs (not job dirs of a jobs folder).
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False) and _is_trial_dir(entry.path):
+                    child = _json_keys(os.path.join(entry.path, "config.json")) | _json_keys(
+                        os.path.join(entry.path, "result.json")
+                    )
+                    return not (child & _JOB_KEYS and not child & _TRIAL_KEYS)
+    except OSError:
+        return False
+    return False
+
+
+def find_job_dirs(root: str) -> list[str]:
+    if not os.path.isdir(root):
+        raise SourceUnavailable(root, "no such directory" if not os.path.exists(root) else "not a directory")
+    if looks_like_job_dir(root):
+        return [root]
+    jobs = []
+    with os.scandir(root) as it:
+        for entry in sorted(it, key=lambda e: e.name):
+            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                continue
+            if looks_like_job_dir(entry.path):
+                jobs.append(entry.path)
+    return jobs
+
+
+@dataclass
+class TrialLoc:
+    rel: str
+    abs: str
+    name: str
+
+
+def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
+    """Trial dirs at depth 1, and staged copies one level deeper under a non-trial folder."""
+    real_job = os.path.realpath(job_dir)
+    try:
+        top = sorted(os.scandir(job_dir), key=lambda e: e.name)
+    except OSError as exc:
+        problems.append(f"cannot list {job_dir}: {exc.strerror or exc}")
+        return
+    for entry in top:
+        if entry.name == QUARANTINE_DIR or entry.name.startswith("."):
+            continue
+        if entry.is_symlink():
+            target = os.path.realpath(entry.path)
+            if not (target + os.sep).startswith(real_job + os.sep):
+                problems.append(f"{entry.name}: symlink to {target}, outside the job dir; not followed")
+            else:
+                problems.append(f"{entry.name}: symlink inside the job dir; not followed (counted once)")
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        if _is_trial_dir(entry.path):
+            yield TrialLoc(entry.name, entry.path, entry.name)
+            continue
+        try:
+            inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
+        except OSError:
+            continue
+        for sub in inner:
+            if sub.is_symlink():
+                problems.append(f"{entry.name}/{sub.name}: symlink; not followed")
+                continue
+            if sub.is_dir(follow_symlinks=False) and _is_trial_dir(sub.path):
+                yield TrialLoc(f"{entry.name}/{sub.name}", sub.path, sub.name)
+
+
+@dataclass
+class _Cached:
+    result_key: _FileKey
+    config_key: _FileKey
+    trial: Trial
+
+
+@dataclass
+class JobScanState:
+    trials: dict[str, _Cached] = field(default_factory=dict)
+    files_read: int = 0
+
+
+def _load_trial(loc: TrialLoc, rkey: _FileKey, ckey: _FileKey) -> _Cached:
+    rpath = os.path.join(loc.abs, "result.json")
+    cpath = os.path.join(loc.abs, "config.json")
+    rbytes, rerr = _read(rpath) if rkey is not None else (None, None)
+    cbytes, _ = _read(cpath) if ckey is not None else (None, None)
+    mtime = max((k[0] for k in (rkey, ckey) if k is not None), default=0) / 1e9 or None
+    trial = parse_trial(loc.rel, loc.name, rbytes, cbytes, mtime, rerr)
+    return _Cached(rkey, ckey, trial)
+
+
+class HarborScanner:
+    """Incremental scanner of one job dir. Not thread-safe; one per job dir."""
+
+    def __init__(self, job_dir: str, policy: Policy, pool: ThreadPoolExecutor | None = None) -> None:
+        self.job_dir = job_dir
+        self.policy = policy
+        self.state = JobScanState()
+        self._pool = pool
+
+    def scan(self, source_label: str = "", progress: ProgressFn = no_progress) -> tuple[Experiment, dict]:
+        t0 = time.perf_counter()
+        problems: list[str] = []
+        locs = list(discover_trials(self.job_dir, problems))
+        old = self.state.trials
+        new: dict[str, _Cached] = {}
+        todo: list[tuple[TrialLoc, _FileKey, _FileKey]] = []
+        for loc in locs:
+            rkey = _key(os.path.join(loc.abs, "result.json"))
+            cached = old.get(loc.rel)
+            if cached is not None and rkey is not None and cached.result_key == rkey:
+                new[loc.rel] = cached  # a finished trial's config no longer matters
+                continue
+            ckey = _key(os.path.join(loc.abs, "config.json"))
+            if cached is not None and cached.result_key == rkey and cached.config_key == ckey:
+                new[loc.rel] = cached
+                continue
+            todo.append((loc, rkey, ckey))
+        total = len(todo)
+        if todo:
+            progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
+            if self._pool is not None and total > 64:
+                chunk = max(64, total // 32)
+                done = 0
+                futures = [
+                    self._pool.submit(lambda part: [_load_trial(*a) for a in part], todo[i : i + chunk])
+                    for i in range(0, total, chunk)
+                ]
+                for fut in futures:
+                    for (loc, _, _), c in zip(todo[done : done + chunk], fut.result(), strict=True):
+                        new[loc.rel] = c
+                    done += chunk
+                    progress(min(done, total), total, "reading trials")
+            else:
+                for loc, rkey, ckey in todo:
+                    new[loc.rel] = _load_trial(loc, rkey, ckey)
+        self.state.trials = new
+        self.state.files_read += total
+
+        def job_file(name: str) -> bytes | None:
+            data, err = _read(os.path.join(self.job_dir, name))
+            if err:
+                problems.append(err)
+            return data
+
+        eval_cfg = job_file("eval_config.json")
+        if eval_cfg is None:
+            cfg_dir = os.path.join(self.job_dir, "configs")
+            if os.path.isdir(cfg_dir):
+                for name in sorted(os.listdir(cfg_dir)):
+                    if name.endswith("_eval_config.json"):
+                        eval_cfg, _ = _read(os.path.join(cfg_dir, name))
+                        break
+        # Copies of Trial objects: assemble sets attempt numbers and copy marks on them.
+        trials = [c.trial.model_copy() for c in new.values()]
+        exp = assemble_experiment(
+            job_id=os.path.basename(os.path.normpath(self.job_dir)),
+            path=self.job_dir,
+            source="harbor",
+            source_label=source_label or self.job_dir,
+            trials=trials,
+            policy=self.policy,
+            config_bytes=job_file("config.json"),
+            result_bytes=job_file("result.json"),
+            eval_config_bytes=eval_cfg,
+            env_bytes=job_file("meta.env"),
+            problems=problems,
+        )
+        stats = {"trial_dirs": len(locs), "files_read": total, "seconds": time.perf_counter() - t0}
+        return exp, stats
+
+
+class HarborSource:
+    """One or more local paths, each a job dir or a folder of job dirs."""
+
+    kind = "harbor"
+
+    def __init__(self, root: str | Path, policy: Policy | None = None, label: str | None = None) -> None:
+        self.root = os.path.abspath(os.path.expanduser(str(root)))
+        self.policy = policy or Policy()
+        self.label = label or self.root
+        self._scanners: dict[str, HarborScanner] = {}
+        self._pool = ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 2) * 2))
+        self._fs = LocalFS()
+
+    def fs(self) -> JobFS:
+        return self._fs
+
+    def scan_sync(self, progress: ProgressFn = no_progress) -> Snapshot:
+        taken = datetime.now(UTC)
+        job_dirs = find_job_dirs(self.root)
+        experiments: list[Experiment] = []
+        errors: list[SourceError] = []
+        stats: dict[str, float] = {"trial_dirs": 0, "files_read": 0}
+        if not job_dirs:
+            errors.append(SourceError(source=self.label, where=self.root, message="no Harbor job dirs found"))
+        for job_dir in job_dirs:
+            scanner = self._scanners.get(job_dir)
+            if scanner is None:
+                scanner = self._scanners[job_dir] = HarborScanner(job_dir, self.policy, self._pool)
+            try:
+                exp, st = scanner.scan(self.label, progress)
+            except OSError as exc:
+                errors.append(SourceError(source=self.label, where=job_dir, message=str(exc)))
+                continue
+            experiments.append(exp)
+            stats["trial_dirs"] += st["trial_dirs"]
+            stats["files_read"] += st["files_read"]
+        for gone in set(self._scanners) - set(job_dirs):
+            del self._scanners[gone]
+        return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
+
+    async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
+        return await asyncio.to_thread(self.scan_sync, progress or no_progress)
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
