@@ -126,10 +126,19 @@ HASH_BENCHMARK_RE: Final = re.compile(r"^[0-9a-f]{32,64}$")
 NUMERIC_MODEL_RE: Final = re.compile(r"^[0-9]{6,}$")
 
 
+# Sandbox providers raise their own exception families outside Harbor's table.
+_SANDBOX_PREFIXES: Final = ("Daytona", "Modal", "E2B", "Runloop", "Docker")
+
+
 def failure_class(exception_type: str | None) -> str | None:
     if not exception_type:
         return None
-    return _CLASS_OF.get(exception_type, "unclassified")
+    found = _CLASS_OF.get(exception_type)
+    if found:
+        return found
+    if exception_type.startswith(_SANDBOX_PREFIXES):
+        return "sandbox_failed"
+    return "unclassified"
 
 
 class MonitorThresholds(BaseModel):
@@ -141,6 +150,9 @@ class MonitorThresholds(BaseModel):
     pass_rate_min_finished: int = Field(20, ge=1, description="rule c: finished trials before judging")
     timeout_factor: float = Field(1.5, gt=1, description="rule d: × the inference timeout")
     inference_timeout_s: float = Field(1500.0, gt=0, description="rule d: used when the job has none")
+    idle_s: float = Field(
+        300.0, gt=0, description="a started trial with no file activity this long counts as dispatched"
+    )
 
 
 class Policy(BaseModel):

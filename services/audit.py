@@ -1,0 +1,271 @@
+"""The read-only audit of a finished eval (DESIGN 3): pure functions over an Experiment.
+
+Nothing here reads files or writes anything; the same Experiment always yields the same
+report, so re-running the audit after a remediation shows exactly what changed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+from services.assemble import count_trials, is_invalid_error
+from services.models import AuditReport, Check, CheckStatus, Experiment, State, Trial, TrialStatus, Verdict
+from services.policy import HASH_BENCHMARK_RE, NUMERIC_MODEL_RE, Policy
+from services.remediations.dedupe import select_keep
+
+PASS, WARN, FAIL, SKIP = CheckStatus.pass_, CheckStatus.warn, CheckStatus.fail, CheckStatus.skip
+
+_SCHED_DONE = {"COMPLETED"}
+_SCHED_WAIT = {"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _bare_model(name: str | None) -> str:
+    return (name or "").rsplit("/", 1)[-1]
+
+
+def _check_finished(exp: Experiment) -> Check:
+    title = "Job finished"
+    sched = (exp.scheduler_state or "").split()[0].upper() if exp.scheduler_state else None
+    if sched:
+        where = f"SLURM job {exp.scheduler_job_id or '?'} is {exp.scheduler_state}"
+        if sched in _SCHED_DONE:
+            return Check(id="finished", title=title, status=PASS, evidence=where)
+        if sched in _SCHED_WAIT:
+            return Check(id="finished", title=title, status=WARN, evidence=where,
+                         action="wait for the scheduler job to end, then re-audit")
+        return Check(id="finished", title=title, status=FAIL, evidence=where,
+                     action="diagnose the failed job (trials, job.log), fix the cause and relaunch")
+    if exp.finished_at is not None:
+        ev = f"job result.json has finished_at {exp.finished_at:%Y-%m-%d %H:%M}"
+        if exp.counts.running:
+            ev += f"; {exp.counts.running} trial dir(s) never wrote result.json (orphaned)"
+        return Check(id="finished", title=title, status=PASS, evidence=ev)
+    c = exp.counts
+    if exp.state == State.pending:
+        return Check(id="finished", title=title, status=WARN, evidence="no trial has started yet",
+                     action="wait for the job to start, then re-audit")
+    return Check(
+        id="finished", title=title, status=WARN,
+        evidence=f"no finished_at yet: {c.total} finished, {c.running} running of {c.expected or '?'} expected",
+        action="wait for the job to finish, then re-audit",
+    )
+
+
+def _check_score(exp: Experiment, kept_valid: int) -> Check:
+    title = "Score present and sane"
+    score = exp.score
+    where = f"stats.evals[{exp.eval_key!r}].metrics[0].mean" if exp.eval_key else "stats.evals"
+    expected = exp.counts.expected or 0
+    never_reached = kept_valid == 0 or (expected and kept_valid < 0.05 * expected and not score)
+    if score is None:
+        if never_reached:
+            return Check(id="score", title=title, status=FAIL,
+                         evidence=f"no score in {where} and {kept_valid} valid trials: the eval never reached "
+                         "the model", action="fix the endpoint (served model name, base URL) and re-run")
+        return Check(id="score", title=title, status=FAIL, evidence=f"no numeric score at {where}",
+                     action="rebuild the aggregate result.json or re-run the job's aggregation")
+    if score == 0 and never_reached:
+        return Check(id="score", title=title, status=FAIL,
+                     evidence=f"score 0 with {kept_valid} valid of {expected or '?'} expected trials: "
+                     "the eval never reached the model", action="fix the endpoint and re-run")
+    return Check(id="score", title=title, status=PASS,
+                 evidence=f"score {score:.4f} at {where}" + (" (0 with trials that ran is a real 0)" if score == 0 else ""))
+
+
+def _check_valid(exp: Experiment, policy: Policy, kept: list[Trial], deduped: bool) -> Check:
+    title = "Valid trial count"
+    c = exp.counts
+    n_rep = exp.n_rep or policy.default_n_rep
+    valid_kept = sum(1 for t in kept if t.status == TrialStatus.valid)
+    if not c.expected:
+        return Check(id="valid_count", title=title, status=WARN,
+                     evidence=f"{c.valid} valid of ? expected: benchmark size of {exp.benchmark!r} unknown and no "
+                     "n_total_trials in the job result",
+                     action="add the benchmark to policy.benchmark_sizes in the config")
+    frac = valid_kept / c.expected
+    ev = f"{valid_kept} valid of {c.expected} expected ({_pct(frac)}; n_rep {n_rep}"
+    ev += f" from the job config)" if exp.n_rep_source == "config" else f", the default: no job config)"
+    if deduped:
+        ev += f"; on disk {c.valid} valid in {c.total} attempts, counted after dedupe"
+    if frac >= policy.valid_fraction_min:
+        return Check(id="valid_count", title=title, status=PASS, evidence=ev)
+    missing = c.expected - valid_kept
+    if exp.state != State.finished:
+        return Check(id="valid_count", title=title, status=WARN, evidence=ev + "; still running",
+                     action="wait for the job to finish, then re-audit")
+    return Check(id="valid_count", title=title, status=FAIL, evidence=ev,
+                 action=f"resume the errored trials ({missing} short of {c.expected}); do not register a partial")
+
+
+def _check_duplicates(exp: Experiment, policy: Policy) -> Check:
+    title = "No duplicates"
+    c = exp.counts
+    n_rep = exp.n_rep or policy.default_n_rep
+    per_task = Counter(t.task_name for t in exp.trials if t.copy_of is None)
+    over = sum(1 for n in per_task.values() if n > n_rep)
+    size = exp.benchmark_size
+    problems = []
+    attempts = c.total + c.running
+    if size and attempts > n_rep * size:
+        problems.append(f"{attempts} attempts > n_rep × size = {n_rep} × {size}")
+    if over:
+        problems.append(f"{over} task(s) have more than {n_rep} attempts (max {c.max_attempts_per_task})")
+    if c.copies:
+        problems.append(f"{c.copies} staged cop{'y' if c.copies == 1 else 'ies'} of trial dirs")
+    if not problems:
+        return Check(id="duplicates", title=title, status=PASS,
+                     evidence=f"at most {c.max_attempts_per_task} attempt(s) per task (n_rep {n_rep})")
+    return Check(id="duplicates", title=title, status=FAIL, evidence="; ".join(problems),
+                 action="dedupe (score-blind) before anything else, then re-audit", remediation="dedupe")
+
+
+def _check_error_gate(exp: Experiment, policy: Policy, kept: list[Trial], deduped: bool) -> tuple[Check, float | None]:
+    title = "Error gate"
+    finished = [t for t in kept if t.status != TrialStatus.running]
+    if not finished:
+        return Check(id="error_gate", title=title, status=SKIP, evidence="no finished attempts yet"), None
+    invalid = [t for t in finished if is_invalid_error(t, policy)]
+    frac = len(invalid) / len(finished)
+    types = Counter(t.exception_type or ("unreadable result.json" if t.parse_error else "no reward") for t in invalid)
+    top = ", ".join(f"{k} ×{v}" for k, v in types.most_common(3))
+    ev = f"{len(invalid)} invalid errors / {len(finished)} attempts = {_pct(frac)} (limit {_pct(policy.error_fraction_max)})"
+    if top:
+        ev += f": {top}"
+    if deduped:
+        ev += "; computed on the attempts dedupe would keep"
+    if frac > policy.error_fraction_max:
+        return Check(id="error_gate", title=title, status=FAIL, evidence=ev,
+                     action="resume the errored trials; de-register the row if a partial was registered"), frac
+    return Check(id="error_gate", title=title, status=PASS, evidence=ev), frac
+
+
+def _check_model(exp: Experiment) -> Check:
+    title = "Model name"
+    bare = _bare_model(exp.model)
+    if not exp.model:
+        return Check(id="model_name", title=title, status=WARN, evidence="no model name in the job config or trials",
+                     action="set the model name when registering")
+    if NUMERIC_MODEL_RE.fullmatch(bare):
+        real = exp.model_hf_name
+        return Check(id="model_name", title=title, status=FAIL,
+                     evidence=f"{exp.model!r} is a vLLM served id, not a model name"
+                     + (f"; the eval config says model_hf_name = {real!r}" if real else ""),
+                     action=f"register under {real!r}" if real else "find model_hf_name in the run's eval config")
+    return Check(id="model_name", title=title, status=PASS, evidence=repr(exp.model))
+
+
+def _check_benchmark(exp: Experiment) -> Check:
+    title = "Benchmark name"
+    if not exp.benchmark:
+        return Check(id="benchmark_name", title=title, status=WARN, evidence="no benchmark name found",
+                     action="name the benchmark explicitly when registering")
+    if HASH_BENCHMARK_RE.fullmatch(exp.benchmark):
+        real = exp.benchmark_from_dir
+        return Check(id="benchmark_name", title=title, status=FAIL,
+                     evidence=f"{exp.benchmark[:12]}… is a dataset version hash"
+                     + (f"; the run dir says {real!r}" if real else ""),
+                     action=f"register under {real!r}" if real else "pass the benchmark name explicitly")
+    return Check(id="benchmark_name", title=title, status=PASS, evidence=repr(exp.benchmark))
+
+
+def bias_notes(exp: Experiment, trials: list[Trial], policy: Policy) -> list[str]:
+    notes: list[str] = []
+    finished = [t for t in trials if t.status != TrialStatus.running]
+    no_verifier = [t for t in finished if t.reward is None and (
+        t.failure_class == "verifier_failed" or t.exception_type == "AgentTimeoutError")]
+    infra = [t for t in finished if t.reward is None and t.failure_class in ("sandbox_failed", "model_provider_failed")]
+    timeout_scored = [t for t in finished if t.reward is not None and t.exception_type == "AgentTimeoutError"]
+    rewards = [t.reward for t in finished if t.reward is not None]
+    if no_verifier:
+        mean_drop = sum(rewards) / len(rewards) if rewards else 0.0
+        mean_zero = sum(rewards) / (len(rewards) + len(no_verifier))
+        notes.append(
+            f"{len(no_verifier)} trial(s) have no reward because the verifier never ran "
+            "(VerificationNotCompleted / AgentTimeout without a reward): the true score is ≈ 0 for them. "
+            f"Harbor's mean drops them ({mean_drop:.3f}, biased up); the leaderboard counts them as 0 "
+            f"({mean_zero:.3f}). Resume them on a healthy sandbox to recover real passes."
+        )
+    if infra:
+        kinds = Counter(t.exception_type for t in infra).most_common(3)
+        notes.append(
+            f"{len(infra)} infra error(s) ({', '.join(f'{k} ×{v}' for k, v in kinds)}): uncorrelated with "
+            "solvability, so dropping them is ~unbiased; re-run for completeness, never impute 0."
+        )
+    if timeout_scored:
+        notes.append(f"{len(timeout_scored)} AgentTimeoutError trial(s) carry a reward: valid 0s, not errors — "
+                     "do not filter or re-run them.")
+    for p in exp.problems:
+        notes.append(f"read problem: {p}")
+    return notes
+
+
+def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetime | None = None) -> AuditReport:
+    policy = policy or Policy()
+    now = now or datetime.now(UTC)
+    n_rep = exp.n_rep or policy.default_n_rep
+    dup = _check_duplicates(exp, policy)
+    deduped = dup.status == FAIL
+    if deduped:
+        kept, _, _ = select_keep(exp.trials, n_rep)
+    else:
+        kept = [t for t in exp.trials if t.copy_of is None]
+    kept_counts = count_trials(kept, policy)
+    finished = _check_finished(exp)
+    score = _check_score(exp, kept_counts.valid)
+    valid = _check_valid(exp, policy, kept, deduped)
+    gate, err_frac = _check_error_gate(exp, policy, kept, deduped)
+    checks = [
+        finished,
+        score,
+        Check(id="traces", title="Traces uploaded and linked", status=SKIP, evidence="no leaderboard configured"),
+        valid,
+        dup,
+        gate,
+        _check_model(exp),
+        _check_benchmark(exp),
+        Check(id="stale_rows", title="Stale leaderboard rows", status=SKIP, evidence="no leaderboard configured"),
+    ]
+    verdict: Verdict
+    if finished.status == FAIL:
+        verdict = "investigate"
+    elif finished.status == WARN:
+        verdict = "wait"
+    elif deduped:
+        verdict = "dedupe"
+    elif score.status == FAIL and "never reached" in score.evidence:
+        verdict = "rerun"
+    elif valid.status == FAIL or gate.status == FAIL:
+        verdict = "resume"
+    elif score.status == FAIL or valid.status == WARN:
+        verdict = "investigate"
+    else:
+        verdict = "finalize"
+    notes = bias_notes(exp, kept, policy)
+    if verdict == "resume":
+        notes.insert(0, "Below 90% valid or over the error gate: resume, never register; if a partial row was "
+                     "already registered, de-register that one row.")
+    c = exp.counts
+    return AuditReport(
+        id=exp.id,
+        source=exp.source,
+        path=exp.path,
+        state=exp.state,
+        state_raw=exp.state_raw,
+        model=exp.model,
+        benchmark=exp.benchmark,
+        score=exp.score,
+        trials={
+            "total": c.total, "valid": c.valid, "errored": c.errored, "running": c.running,
+            "expected": c.expected, "n_rep": c.n_rep, "max_attempts_per_task": c.max_attempts_per_task,
+        },
+        valid_fraction=(c.valid / c.expected) if c.expected else None,
+        error_fraction=(c.invalid_errors / c.total) if c.total else None,
+        checks=checks,
+        verdict=verdict,
+        notes=notes,
+    )

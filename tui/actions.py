@@ -1,0 +1,142 @@
+"""The one registry of user actions.
+
+Every screen's `BINDINGS`, the `?` help screen and the command palette are generated from
+`ACTIONS`, so a key is defined once and each binding carries an id that a keymap in the
+config can remap (`App.set_keymap({"experiments.filter": "f"})`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+GLOBAL = "global"
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    id: str
+    key: str
+    action: str
+    description: str
+    screen: str
+    show: bool = True
+    help: str = ""  # the longer text of the help screen and palette; the footer shows `description`
+    key_display: str | None = None
+    priority: bool = False
+    palette: bool = True
+
+    @property
+    def long(self) -> str:
+        return self.help or self.description
+
+    def display_key(self, keymap: Mapping[str, str] | None = None) -> str:
+        key = (keymap or {}).get(self.id, self.key)
+        if key != self.key:
+            return key
+        return self.key_display or key
+
+
+# Column ids of the experiments table, in display order; digit keys sort by them.
+EXPERIMENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("source", "source"),
+    ("id", "id"),
+    ("benchmark", "benchmark"),
+    ("model", "model"),
+    ("state", "state"),
+    ("progress", "progress"),
+    ("score", "score"),
+    ("errors", "error %"),
+    ("verdict", "audit"),
+    ("age", "age"),
+)
+_DIGITS = "1234567890"
+
+
+def _sort_actions() -> list[ActionSpec]:
+    return [
+        ActionSpec(
+            id=f"experiments.sort_{col}",
+            key=_DIGITS[i],
+            action=f"sort_by('{col}')",
+            description=f"Sort {label}",
+            screen="experiments",
+            show=False,
+            help=f"Sort by {label}; the same key again reverses",
+        )
+        for i, (col, label) in enumerate(EXPERIMENT_COLUMNS)
+    ]
+
+
+ACTIONS: tuple[ActionSpec, ...] = (
+    # everywhere
+    ActionSpec("app.help", "question_mark", "help", "Help", GLOBAL, key_display="?",
+               help="Keys of this screen"),
+    ActionSpec("app.palette", "colon", "command_palette", "Commands", GLOBAL, show=False, key_display=":",
+               help="Command palette"),
+    ActionSpec("app.log", "L", "show_log", "Log", GLOBAL, show=False, help="Log of errors and notices"),
+    ActionSpec("app.refresh", "r", "refresh", "Refresh", GLOBAL, help="Scan every source again now"),
+    # experiments (home)
+    ActionSpec("experiments.open", "enter", "open_trials", "Trials", "experiments", key_display="⏎",
+               help="Trials of the selected experiment"),
+    ActionSpec("experiments.audit", "a", "audit", "Audit", "experiments", help="Audit the selected experiment"),
+    ActionSpec("experiments.monitor", "m", "monitor", "Monitor", "experiments",
+               help="Live monitor of the selected experiment"),
+    ActionSpec("experiments.filter", "slash", "filter", "Filter", "experiments", key_display="/",
+               help="Filter rows: substring or regex, ! inverts, recalls the last filter"),
+    ActionSpec("experiments.clear_filter", "escape", "clear_filter", "Clear filter", "experiments",
+               show=False, key_display="esc", help="Clear the filter"),
+    ActionSpec("experiments.sort_next", "s", "sort_next", "Sort", "experiments",
+               help="Sort by the next column"),
+    ActionSpec("experiments.sort_reverse", "S", "sort_reverse", "Reverse", "experiments", show=False,
+               help="Reverse the sort direction"),
+    *_sort_actions(),
+    ActionSpec("experiments.quit", "q", "quit", "Quit", "experiments", help="Quit evaldesk"),
+    # audit
+    ActionSpec("audit.run", "x", "run_remediation", "Fix", "audit",
+               help="Run the fix of the selected check (dry run first, then confirm)"),
+    ActionSpec("audit.run_enter", "enter", "run_remediation", "Fix", "audit", show=False, key_display="⏎",
+               palette=False, help="Run the fix of the selected check"),
+    ActionSpec("audit.undo", "u", "undo", "Undo", "audit", help="Undo the last dedupe (confirmed)"),
+    ActionSpec("audit.trials", "t", "open_trials", "Trials", "audit", help="Trials of this experiment"),
+    ActionSpec("audit.back", "escape", "back", "Back", "audit", key_display="esc", help="Back to the list"),
+    ActionSpec("audit.back_q", "q", "back", "Back", "audit", show=False, palette=False,
+               help="Back to the list"),
+    # confirm dialog
+    ActionSpec("confirm.yes", "y", "confirm", "Apply", "confirm", help="Confirm and apply"),
+    ActionSpec("confirm.no", "n", "cancel", "Cancel", "confirm", help="Cancel: change nothing"),
+    ActionSpec("confirm.escape", "escape", "cancel", "Cancel", "confirm", show=False, key_display="esc",
+               palette=False, help="Cancel: change nothing"),
+    # help, log
+    ActionSpec("help.close", "escape", "close", "Close", "help", key_display="esc", help="Close help"),
+    ActionSpec("log.close", "escape", "close", "Back", "log", key_display="esc", help="Back"),
+    ActionSpec("log.close_q", "q", "close", "Back", "log", show=False, palette=False, help="Back"),
+    ActionSpec("log.clear", "c", "clear", "Clear", "log", help="Clear the log"),
+)
+
+BY_ID: dict[str, ActionSpec] = {a.id: a for a in ACTIONS}
+assert len(BY_ID) == len(ACTIONS), "action ids must be unique"
+
+
+def actions_for(screen: str, include_global: bool = True) -> list[ActionSpec]:
+    scopes: Iterable[str] = (screen, GLOBAL) if include_global else (screen,)
+    return [a for a in ACTIONS if a.screen in scopes]
+
+
+def bindings_for(screen: str) -> list[Binding]:
+    return [
+        Binding(
+            a.key,
+            a.action,
+            a.description,
+            show=a.show,
+            key_display=a.key_display,
+            priority=a.priority,
+            tooltip=a.long,
+            id=a.id,
+        )
+        for a in ACTIONS
+        if a.screen == screen
+    ]

@@ -1,0 +1,294 @@
+"""Headless commands on the same engine as the console (DESIGN 7). No Textual import here.
+
+Results go to stdout (table, json or jsonl), progress to stderr; exit 0 when every check
+passes, 1 when something needs action, 2 for usage errors and unreachable sources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from services.audit import audit_experiment
+from services.config import Config
+from services.journal import Journal
+from services.models import AuditReport, CheckStatus, Experiment, Snapshot, Trial, TrialStatus
+from services.remediations.dedupe import DedupeError, apply_dedupe, plan_dedupe, undo_dedupe
+from services.sources import open_source
+from services.sources.base import Source, SourceUnavailable
+
+EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
+ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
+
+
+class Progress:
+    """Progress lines on stderr: human text, or `__EVALDESK_PROGRESS__=<json>` for machines."""
+
+    def __init__(self, mode: str, err: IO[str]) -> None:
+        self.mode = mode
+        self.err = err
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int | None, message: str) -> None:
+        if self.mode == "none":
+            return
+        now = time.monotonic()
+        if done and total and done < total and now - self._last < 0.5:
+            return
+        self._last = now
+        if self.mode == "json":
+            payload = {"done": done, "total": total, "message": message}
+            self.err.write(f"__EVALDESK_PROGRESS__={json.dumps(payload)}\n")
+        else:
+            frac = f" {done}/{total}" if total else ""
+            self.err.write(f"evaldesk: {message}{frac}\n")
+        self.err.flush()
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, default=str, ensure_ascii=False)
+
+
+def report_json(r: AuditReport) -> dict[str, Any]:
+    data = r.model_dump(mode="json")
+    data["checks"] = [
+        {"id": c.id, "status": c.status.value, "evidence": c.evidence, "action": c.action} for c in r.checks
+    ]
+    return data
+
+
+def trial_json(exp: Experiment, t: Trial) -> dict[str, Any]:
+    d = t.model_dump(mode="json")
+    d["experiment"] = exp.id
+    d["duration_s"] = t.duration_s
+    return d
+
+
+async def _scan_all(specs: list[str], config: Config, progress: Progress) -> tuple[list[Snapshot], list[Source]]:
+    sources = [open_source(s, config) for s in specs]
+    snaps = []
+    for src in sources:
+        progress(0, None, f"scanning {src.label}")
+        snaps.append(await src.scan(progress))
+    return snaps, sources
+
+
+def _age(dt: datetime | None, now: datetime) -> str:
+    if dt is None:
+        return "-"
+    from services.assemble import as_utc
+
+    secs = (now - (as_utc(dt) or now)).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit}"
+    return f"{int(max(secs, 0))}s"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    fmt = args.format or ("table" if out.isatty() else "json")
+    progress = Progress(args.progress or ("text" if err.isatty() else "none"), err)
+    read_only = bool(args.read_only or config.read_only)
+    console = Console(file=out, width=None if out.isatty() else 160, no_color=not out.isatty())
+    cmd = args.command
+    if cmd == "dedupe" and args.apply and read_only:
+        err.write("evaldesk: --apply refused: read-only mode is on (--read-only or read_only = true in config)\n")
+        return EXIT_USAGE
+    if cmd == "undo" and read_only:
+        err.write("evaldesk: undo refused: read-only mode is on\n")
+        return EXIT_USAGE
+    if cmd == "monitor":
+        return _run_monitor(args, config, out)
+    try:
+        return asyncio.run(_run(args, config, fmt, progress, console, out, err))
+    except SourceUnavailable as exc:
+        err.write(f"evaldesk: cannot read {exc.where}: {exc.message}\n")
+        return EXIT_USAGE
+    except DedupeError as exc:
+        err.write(f"evaldesk: {exc}\n")
+        return EXIT_ACTION
+
+
+def _run_monitor(args: Any, config: Config, out: IO[str]) -> int:
+    from tui.batch_monitor import run_monitor_cli
+
+    return run_monitor_cli(args, config, out)
+
+
+async def _run(args: Any, config: Config, fmt: str, progress: Progress, console: Console,
+               out: IO[str], err: IO[str]) -> int:
+    cmd = args.command
+    if cmd == "undo":
+        return await _undo(args, config, fmt, out)
+    snaps, sources = await _scan_all(args.sources, config, progress)
+    try:
+        problems = [e for s in snaps for e in s.errors]
+        for e in problems:
+            err.write(f"evaldesk: {e.where}: {e.message}\n")
+        exps = [(src, e) for src, s in zip(sources, snaps, strict=True) for e in s.experiments]
+        if not exps:
+            return EXIT_USAGE
+        handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe}[cmd]
+        return int(await handler(args, config, exps, fmt, console, out, progress))
+    finally:
+        for src in sources:
+            await src.close()
+
+
+async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
+                console: Console, out: IO[str], progress: Progress) -> int:
+    now = datetime.now(UTC)
+    rows = []
+    worst = EXIT_OK
+    for src, e in exps:
+        r = audit_experiment(e, config.policy, now)
+        if r.needs_action:
+            worst = EXIT_ACTION
+        rows.append({
+            "source": src.label, "id": e.id, "benchmark": e.benchmark, "model": e.model, "state": e.state.value,
+            "state_raw": e.state_raw, "valid": e.counts.valid, "expected": e.counts.expected,
+            "total": e.counts.total, "running": e.counts.running, "score": e.score,
+            "error_fraction": r.error_fraction, "verdict": r.verdict,
+            "updated_at": e.updated_at.isoformat() if e.updated_at else None, "path": e.path,
+        })
+    if fmt == "json":
+        out.write(_dump({"experiments": rows}) + "\n")
+    elif fmt == "jsonl":
+        for row in rows:
+            out.write(_dump(row) + "\n")
+    else:
+        t = Table(title=f"{len(rows)} experiment(s)", expand=False)
+        for col in ("id", "benchmark", "model", "state", "valid/exp", "score", "err%", "verdict", "age"):
+            t.add_column(col, overflow="fold")
+        for (_, e), row in zip(exps, rows, strict=True):
+            t.add_row(e.id, row["benchmark"] or "-", row["model"] or "-", row["state"],
+                      f"{row['valid']}/{row['expected'] or '?'}",
+                      "-" if row["score"] is None else f"{row['score']:.3f}", _pct(row["error_fraction"]),
+                      row["verdict"], _age(e.updated_at or e.started_at, now))
+        console.print(t)
+    return worst
+
+
+async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
+                 console: Console, out: IO[str], progress: Progress) -> int:
+    now = datetime.now(UTC)
+    reports = [audit_experiment(e, config.policy, now) for _, e in exps]
+    worst = EXIT_ACTION if any(r.needs_action for r in reports) else EXIT_OK
+    if fmt == "json":
+        out.write(_dump({"experiments": [report_json(r) for r in reports]}) + "\n")
+    elif fmt == "jsonl":
+        for r in reports:
+            out.write(_dump(report_json(r)) + "\n")
+    else:
+        for r in reports:
+            t = Table(title=f"{r.id}  verdict: {r.verdict.upper()}", title_justify="left", expand=False)
+            t.add_column("", no_wrap=True)
+            t.add_column("check", no_wrap=True)
+            t.add_column("evidence", overflow="fold")
+            t.add_column("action", overflow="fold")
+            for c in r.checks:
+                t.add_row(ICON[c.status], c.title, c.evidence, c.action or "")
+            console.print(t)
+            for n in r.notes:
+                console.print(f"  note: {n}", highlight=False)
+            console.print()
+    return worst
+
+
+def _match_trial(t: Trial, args: Any) -> bool:
+    if args.status and t.status != TrialStatus(args.status):
+        return False
+    return not (args.exception and t.exception_type != args.exception)
+
+
+async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
+                  console: Console, out: IO[str], progress: Progress) -> int:
+    selected = [(e, t) for _, e in exps for t in e.trials if _match_trial(t, args)]
+    if fmt == "json":
+        out.write(_dump({"trials": [trial_json(e, t) for e, t in selected]}) + "\n")
+    elif fmt == "jsonl":
+        for e, t in selected:
+            out.write(_dump(trial_json(e, t)) + "\n")
+    else:
+        tb = Table(title=f"{len(selected)} trial attempt(s)", expand=False)
+        for col in ("experiment", "task", "trial", "#", "reward", "status", "exception", "class", "dur"):
+            tb.add_column(col, overflow="fold")
+        for e, t in selected:
+            dur = t.duration_s
+            tb.add_row(e.id[:28], t.task_name, t.trial_name, str(t.attempt),
+                       "-" if t.reward is None else f"{t.reward:g}", t.status.value + (" (copy)" if t.copy_of else ""),
+                       t.exception_type or ("unreadable" if t.parse_error else ""), t.failure_class or "",
+                       "-" if dur is None else f"{dur:.0f}s")
+        console.print(tb)
+    return EXIT_OK
+
+
+async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
+                  console: Console, out: IO[str], progress: Progress) -> int:
+    journal = Journal(config.journal_path)
+    results = []
+    worst = EXIT_OK
+    for src, e in exps:
+        plan = plan_dedupe(e, config.policy)
+        if args.apply and not plan.nothing_to_do:
+            progress(0, len(plan.remove) + len(plan.copies), f"moving surplus trial dirs of {e.id}")
+            plan = await apply_dedupe(plan, e, src.fs(), journal)
+        elif not plan.nothing_to_do:
+            worst = EXIT_ACTION
+        results.append(plan)
+    if fmt in ("json", "jsonl"):
+        if fmt == "json" and len(results) == 1:
+            out.write(_dump(results[0].to_batch_json()) + "\n")
+        elif fmt == "json":
+            out.write(_dump({"plans": [p.to_batch_json() for p in results]}) + "\n")
+        else:
+            for p in results:
+                out.write(_dump(p.to_batch_json()) + "\n")
+    else:
+        for p in results:
+            for line in p.preview_lines():
+                console.print(line, highlight=False, markup=False)
+            if p.applied:
+                console.print(f"applied: moved into {p.quarantine}", highlight=False, markup=False)
+            elif not p.nothing_to_do:
+                console.print("dry run: nothing moved; add --apply to carry it out", highlight=False)
+            console.print()
+    return worst
+
+
+async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
+    journal = Journal(config.journal_path)
+    code = EXIT_OK
+    for spec in args.sources:
+        src = open_source(spec, config)
+        try:
+            snap = await src.scan()
+            exps = snap.experiments
+            if len(exps) != 1:
+                raise SourceUnavailable(spec, "undo takes one job dir")
+            res = await undo_dedupe(exps[0].path, src.fs(), journal)
+        finally:
+            await src.close()
+        if fmt in ("json", "jsonl"):
+            out.write(_dump(res.model_dump(mode="json")) + "\n")
+        else:
+            out.write(res.message + "\n")
+            for s in res.skipped:
+                out.write(f"  skipped {s}\n")
+        if res.skipped:
+            code = EXIT_ACTION
+    return code

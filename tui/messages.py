@@ -1,0 +1,41 @@
+"""Messages between the App (which owns sources, scans and writes) and the screens."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from services.models import Snapshot
+
+
+class SnapshotUpdated(Message):
+    """A source finished a scan; the App posts this to every screen in its stack."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class ScanProgress(Message):
+    """Progress of one source's scan, throttled by the App before it is posted."""
+
+    def __init__(self, label: str, done: int, total: int | None, message: str) -> None:
+        super().__init__()
+        self.label = label
+        self.done = done
+        self.total = total
+        self.message = message
+
+
+class ScanFinished(Message):
+    """A scan worker's result: the snapshot and the audits computed off the event loop."""
+
+    def __init__(self, label: str, snapshot: Snapshot, audits: dict[str, object], seconds: float) -> None:
+        super().__init__()
+        self.label = label
+        self.snapshot = snapshot
+        self.audits = audits
+        self.seconds = seconds
+
+
+class ChromeChanged(Message):
+    """Sources, refresh time, scan progress or read-only state changed: headers redraw."""
