@@ -35,6 +35,12 @@ def earliest_key(t: Trial) -> tuple[datetime, str]:
     return (as_utc(t.started_at) or _FAR_FUTURE, t.trial_name)
 
 
+def _set(t: Trial, name: str, value: object) -> None:
+    # Derived marks are rewritten on every scan of up to 100k trials; pydantic's
+    # __setattr__ costs several times a plain dict write and validates nothing here.
+    t.__dict__[name] = value
+
+
 def parse_job_file(data: bytes | None, model: type, name: str, problems: list[str]):  # type: ignore[no-untyped-def]
     if data is None:
         return None
@@ -93,6 +99,8 @@ def collapse_copies(trials: list[Trial]) -> None:
     """Mark staged/restored copies: same trial_name, deeper path than the original."""
     by_name: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
+        if t.copy_of is not None:
+            _set(t, "copy_of", None)
         by_name[t.trial_name].append(t)
     for group in by_name.values():
         if len(group) < 2:
@@ -100,7 +108,7 @@ def collapse_copies(trials: list[Trial]) -> None:
         group.sort(key=lambda t: (t.path.count("/"), t.path))
         original = group[0]
         for dup in group[1:]:
-            dup.copy_of = original.path
+            _set(dup, "copy_of", original.path)
 
 
 def number_attempts(trials: Iterable[Trial]) -> dict[str, list[Trial]]:
@@ -109,9 +117,11 @@ def number_attempts(trials: Iterable[Trial]) -> dict[str, list[Trial]]:
         if t.copy_of is None:
             by_task[t.task_name].append(t)
     for attempts in by_task.values():
-        attempts.sort(key=earliest_key)
+        if len(attempts) > 1:
+            attempts.sort(key=earliest_key)
         for i, t in enumerate(attempts, 1):
-            t.attempt = i
+            if t.attempt != i:
+                _set(t, "attempt", i)
     return by_task
 
 
@@ -177,6 +187,9 @@ def assemble_experiment(
     # n_rep: the job config's n_attempts; absent from a Harbor config means Harbor's default 1.
     if cfg is not None:
         n_rep = cfg.n_attempts or 1
+        if n_rep < 1:
+            problems.append(f"config.json n_attempts = {n_rep} is not a positive count; using Harbor's default 1")
+            n_rep = 1
         n_rep_source = "config"
     else:
         n_rep = policy.default_n_rep
@@ -201,6 +214,9 @@ def assemble_experiment(
         size = None
 
     planned = res.n_total_trials if res else None
+    if planned is not None and planned < 1:
+        problems.append(f"result.json n_total_trials = {planned} is not a positive count; ignored")
+        planned = None
     expected = planned if planned else (n_rep * size if size else None)
     counts.expected = expected
     counts.n_rep = n_rep

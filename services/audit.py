@@ -264,7 +264,8 @@ def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetim
             "expected": c.expected, "n_rep": c.n_rep, "max_attempts_per_task": c.max_attempts_per_task,
         },
         valid_fraction=(c.valid / c.expected) if c.expected else None,
-        error_fraction=(c.invalid_errors / c.total) if c.total else None,
+        # the gate's own figure: after dedupe when the job still needs it (DESIGN 3, check 6)
+        error_fraction=err_frac,
         checks=checks,
         verdict=verdict,
         notes=notes,

@@ -39,6 +39,10 @@ class HostConfig(BaseModel):
     python: str = "python3"
     slurm_job_id_key: str = Field("slurm_job_id", description="job config key holding the SLURM job id")
     slurm_env_file: str = Field("meta.env", description="file in the job dir with SLURM_JOB_ID=…")
+    slurm_job_ids: dict[str, str] = Field(
+        default_factory=dict, description="job dir name or path → SLURM job id, when the job files name none"
+    )
+    scan_timeout_s: float = Field(120.0, gt=0, description="give up on a remote scan after this long")
 
 
 class SourceConfig(BaseModel):
@@ -121,6 +125,20 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _env_name(env_over: dict[str, Any], loc: tuple[Any, ...]) -> str | None:
+    """The EVALDESK_* variable a bad value came from, so the error names the right place."""
+    node: Any = env_over
+    parts: list[str] = []
+    for p in loc:
+        if not isinstance(node, dict) or str(p) not in node:
+            return None
+        node = node[str(p)]
+        parts.append(str(p).upper())
+        if not isinstance(node, dict):
+            break
+    return "EVALDESK_" + "__".join(parts) if parts else None
+
+
 def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
     environ = dict(os.environ if environ is None else environ)
     explicit = path is not None or "EVALDESK_CONFIG" in environ
@@ -135,13 +153,15 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
             raise ConfigError(f"{cfg_path}: cannot read: {exc.strerror}") from None
     elif explicit:
         raise ConfigError(f"{cfg_path}: no such config file")
-    data = _merge(data, _env_overrides(environ))
+    env_over = _env_overrides(environ)
+    data = _merge(data, env_over)
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
-        where = str(cfg_path) if cfg_path.exists() else "environment (EVALDESK_*)"
+        env_var = _env_name(env_over, err["loc"])
+        where = f"environment variable {env_var}" if env_var else str(cfg_path)
         if err["type"] == "extra_forbidden":
             raise ConfigError(f"{where}: unknown key {key!r}") from None
         raise ConfigError(f"{where}: key {key!r}: {err['msg']}") from None

@@ -252,12 +252,20 @@ def parse_trial(
         return errored(f"result.json is not valid JSON (half-written?): {exc}")
     if not isinstance(raw, dict):
         return errored(f"result.json holds a JSON {type(raw).__name__}, not an object")
+    field_problem: str | None = None
     try:
         res = TrialResultFile.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
-        return errored(f"result.json field {where!r}: {first.get('msg')}")
+        field_problem = f"result.json field {where!r}: {first.get('msg')}"
+        # A malformed side field (a timestamp, a token count) must not hide a finite reward:
+        # validity is decided by the reward alone, so drop the bad fields and read the rest.
+        bad = {e["loc"][0] for e in exc.errors() if e.get("loc")}
+        try:
+            res = TrialResultFile.model_validate({k: v for k, v in raw.items() if k not in bad})
+        except ValidationError:
+            return errored(field_problem)
 
     rewards: dict[str, float] = {}
     raw_rewards = res.verifier_result.rewards if res.verifier_result else None
@@ -270,7 +278,8 @@ def parse_trial(
         if f is not None:
             rewards[str(key)] = f
     reward = rewards.get("reward")
-    if reward is None and len(rewards) == 1:
+    # A lone reward under another key counts, but a present, non-numeric "reward" never does.
+    if reward is None and len(rewards) == 1 and "reward" not in (raw_rewards or {}):
         reward = next(iter(rewards.values()))
 
     exc_info = res.exception_info
@@ -305,5 +314,6 @@ def parse_trial(
         agent_name=res.agent_info.name if res.agent_info else None,
         source=res.source,
         mtime=mtime,
-        parse_error=None if reward is not None or exc_type else "result.json has neither a reward nor an exception",
+        parse_error=None if reward is not None or exc_type
+        else field_problem or "result.json has neither a reward nor an exception",
     )

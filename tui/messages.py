@@ -39,3 +39,23 @@ class ScanFinished(Message):
 
 class ChromeChanged(Message):
     """Sources, refresh time, scan progress or read-only state changed: headers redraw."""
+
+
+class PlanReady(Message):
+    """A dry run is ready for the confirmation dialog (`payload` depends on `action`)."""
+
+    def __init__(self, action: str, key: str, payload: object) -> None:
+        super().__init__()
+        self.action = action
+        self.key = key
+        self.payload = payload
+
+
+class WriteDone(Message):
+    """A confirmed write finished; `summary` says what it changed."""
+
+    def __init__(self, action: str, key: str, summary: str) -> None:
+        super().__init__()
+        self.action = action
+        self.key = key
+        self.summary = summary

@@ -7,11 +7,11 @@ A scan stats every trial's result.json/config.json and re-reads only files whose
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import stat
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,19 +34,23 @@ def _key(path: str) -> _FileKey:
     try:
         st = os.stat(path)
     except OSError:
-        return None
+        # a dangling symlink named result.json is an unreadable result, not a running trial
+        return (-2, -2) if os.path.lexists(path) else None
     if not stat.S_ISREG(st.st_mode):
         return (-1, -1)  # a dir or fifo named result.json: read it to get the error
     return (st.st_mtime_ns, st.st_size)
 
 
-def _read(path: str) -> tuple[bytes | None, str | None]:
+def _read(path: str, key: _FileKey = None) -> tuple[bytes | None, str | None]:
     try:
-        if os.path.getsize(path) > MAX_RESULT_BYTES:
+        size = key[1] if key is not None and key[1] >= 0 else os.path.getsize(path)
+        if size > MAX_RESULT_BYTES:
             return None, f"{os.path.basename(path)} is larger than {MAX_RESULT_BYTES >> 20} MiB"
         with open(path, "rb") as fh:
             return fh.read(), None
     except FileNotFoundError:
+        if os.path.lexists(path):
+            return None, f"{os.path.basename(path)} unreadable: a symlink to a missing file"
         return None, None
     except OSError as exc:
         return None, f"{os.path.basename(path)} unreadable: {exc.strerror or exc}"
@@ -111,6 +115,17 @@ class TrialLoc:
     rel: str
     abs: str
     name: str
+    rkey: _FileKey = None  # result.json (mtime_ns, size), None when absent
+
+
+def _trial_key(path: str) -> tuple[bool, _FileKey]:
+    """(is a trial dir, result.json key) with one stat in the common case."""
+    rkey = _key(path + "/result.json")
+    if rkey is not None:
+        return True, rkey
+    return os.path.lexists(os.path.join(path, "config.json")) or os.path.lexists(
+        os.path.join(path, "result.json")
+    ), None
 
 
 def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
@@ -122,7 +137,11 @@ def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
         problems.append(f"cannot list {job_dir}: {exc.strerror or exc}")
         return
     for entry in top:
-        if entry.name == QUARANTINE_DIR or entry.name.startswith("."):
+        if entry.name == QUARANTINE_DIR:
+            continue
+        # hidden folders (.git, caches) are skipped, but a task may legitimately start with a dot
+        hidden = entry.name.startswith(".")
+        if hidden and not (entry.is_dir(follow_symlinks=False) and _is_trial_dir(entry.path)):
             continue
         if entry.is_symlink():
             target = os.path.realpath(entry.path)
@@ -133,8 +152,9 @@ def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
             continue
         if not entry.is_dir(follow_symlinks=False):
             continue
-        if _is_trial_dir(entry.path):
-            yield TrialLoc(entry.name, entry.path, entry.name)
+        is_trial, rkey = _trial_key(entry.path)
+        if is_trial:
+            yield TrialLoc(entry.name, entry.path, entry.name, rkey)
             continue
         try:
             inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
@@ -144,8 +164,10 @@ def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
             if sub.is_symlink():
                 problems.append(f"{entry.name}/{sub.name}: symlink; not followed")
                 continue
-            if sub.is_dir(follow_symlinks=False) and _is_trial_dir(sub.path):
-                yield TrialLoc(f"{entry.name}/{sub.name}", sub.path, sub.name)
+            if sub.is_dir(follow_symlinks=False):
+                is_trial, rkey = _trial_key(sub.path)
+                if is_trial:
+                    yield TrialLoc(f"{entry.name}/{sub.name}", sub.path, sub.name, rkey)
 
 
 @dataclass
@@ -161,63 +183,80 @@ class JobScanState:
     files_read: int = 0
 
 
-def _load_trial(loc: TrialLoc, rkey: _FileKey, ckey: _FileKey) -> _Cached:
-    rpath = os.path.join(loc.abs, "result.json")
-    cpath = os.path.join(loc.abs, "config.json")
-    rbytes, rerr = _read(rpath) if rkey is not None else (None, None)
-    cbytes, _ = _read(cpath) if ckey is not None else (None, None)
+def _load_trial(loc: TrialLoc, ckey: _FileKey) -> _Cached:
+    rkey = loc.rkey
+    rbytes, rerr = _read(os.path.join(loc.abs, "result.json"), rkey) if rkey is not None else (None, None)
+    cbytes = None
+    # A finished trial names itself and its task in result.json; its config is read only when needed.
+    if rbytes is None or b'"task_name"' not in rbytes:
+        cbytes, _ = _read(os.path.join(loc.abs, "config.json"), ckey) if ckey is not None else (None, None)
     mtime = max((k[0] for k in (rkey, ckey) if k is not None), default=0) / 1e9 or None
     trial = parse_trial(loc.rel, loc.name, rbytes, cbytes, mtime, rerr)
     return _Cached(rkey, ckey, trial)
 
 
+def _load_chunk(items: list[tuple[TrialLoc, _FileKey]]) -> list[_Cached]:
+    return [_load_trial(loc, ckey) for loc, ckey in items]
+
+
+_JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env", "configs")
+
+PROCESS_POOL_MIN = 4000
+
+
 class HarborScanner:
     """Incremental scanner of one job dir. Not thread-safe; one per job dir."""
 
-    def __init__(self, job_dir: str, policy: Policy, pool: ThreadPoolExecutor | None = None) -> None:
+    def __init__(self, job_dir: str, policy: Policy) -> None:
         self.job_dir = job_dir
         self.policy = policy
         self.state = JobScanState()
-        self._pool = pool
+        self._last: Experiment | None = None
+        self._job_keys: tuple[_FileKey, ...] = ()
 
     def scan(self, source_label: str = "", progress: ProgressFn = no_progress) -> tuple[Experiment, dict]:
+        # A scan allocates one object per trial while 100k older ones are alive; letting the
+        # cyclic GC walk them all mid-scan costs more than the scan itself.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._scan(source_label, progress)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _scan(self, source_label: str, progress: ProgressFn) -> tuple[Experiment, dict]:
         t0 = time.perf_counter()
         problems: list[str] = []
         locs = list(discover_trials(self.job_dir, problems))
         old = self.state.trials
         new: dict[str, _Cached] = {}
-        todo: list[tuple[TrialLoc, _FileKey, _FileKey]] = []
+        todo: list[tuple[TrialLoc, _FileKey]] = []
         for loc in locs:
-            rkey = _key(os.path.join(loc.abs, "result.json"))
             cached = old.get(loc.rel)
-            if cached is not None and rkey is not None and cached.result_key == rkey:
+            if cached is not None and loc.rkey is not None and cached.result_key == loc.rkey:
                 new[loc.rel] = cached  # a finished trial's config no longer matters
                 continue
-            ckey = _key(os.path.join(loc.abs, "config.json"))
-            if cached is not None and cached.result_key == rkey and cached.config_key == ckey:
+            ckey = _key(loc.abs + "/config.json")
+            if cached is not None and cached.result_key == loc.rkey and cached.config_key == ckey:
                 new[loc.rel] = cached
                 continue
-            todo.append((loc, rkey, ckey))
+            todo.append((loc, ckey))
         total = len(todo)
         if todo:
             progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
-            if self._pool is not None and total > 64:
-                chunk = max(64, total // 32)
-                done = 0
-                futures = [
-                    self._pool.submit(lambda part: [_load_trial(*a) for a in part], todo[i : i + chunk])
-                    for i in range(0, total, chunk)
-                ]
-                for fut in futures:
-                    for (loc, _, _), c in zip(todo[done : done + chunk], fut.result(), strict=True):
-                        new[loc.rel] = c
-                    done += chunk
-                    progress(min(done, total), total, "reading trials")
-            else:
-                for loc, rkey, ckey in todo:
-                    new[loc.rel] = _load_trial(loc, rkey, ckey)
+            chunk = 2000
+            for i in range(0, total, chunk):
+                for loc, ckey in todo[i : i + chunk]:
+                    new[loc.rel] = _load_trial(loc, ckey)
+                progress(min(i + chunk, total), total, "reading trials")
         self.state.trials = new
         self.state.files_read += total
+        job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
+        if not todo and new.keys() == old.keys() and job_keys == self._job_keys and self._last is not None:
+            # nothing on disk changed: the last Experiment is still exact
+            return self._last, {"trial_dirs": len(locs), "files_read": 0, "seconds": time.perf_counter() - t0}
+        self._job_keys = job_keys
 
         def job_file(name: str) -> bytes | None:
             data, err = _read(os.path.join(self.job_dir, name))
@@ -233,8 +272,9 @@ class HarborScanner:
                     if name.endswith("_eval_config.json"):
                         eval_cfg, _ = _read(os.path.join(cfg_dir, name))
                         break
-        # Copies of Trial objects: assemble sets attempt numbers and copy marks on them.
-        trials = [c.trial.model_copy() for c in new.values()]
+        # assemble sets attempt numbers and copy marks afresh on every scan, so the cached
+        # Trial objects are reused as they are rather than copied.
+        trials = [c.trial for c in new.values()]
         exp = assemble_experiment(
             job_id=os.path.basename(os.path.normpath(self.job_dir)),
             path=self.job_dir,
@@ -248,6 +288,7 @@ class HarborScanner:
             env_bytes=job_file("meta.env"),
             problems=problems,
         )
+        self._last = exp
         stats = {"trial_dirs": len(locs), "files_read": total, "seconds": time.perf_counter() - t0}
         return exp, stats
 
@@ -262,7 +303,6 @@ class HarborSource:
         self.policy = policy or Policy()
         self.label = label or self.root
         self._scanners: dict[str, HarborScanner] = {}
-        self._pool = ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 2) * 2))
         self._fs = LocalFS()
 
     def fs(self) -> JobFS:
@@ -279,7 +319,7 @@ class HarborSource:
         for job_dir in job_dirs:
             scanner = self._scanners.get(job_dir)
             if scanner is None:
-                scanner = self._scanners[job_dir] = HarborScanner(job_dir, self.policy, self._pool)
+                scanner = self._scanners[job_dir] = HarborScanner(job_dir, self.policy)
             try:
                 exp, st = scanner.scan(self.label, progress)
             except OSError as exc:
@@ -296,4 +336,4 @@ class HarborSource:
         return await asyncio.to_thread(self.scan_sync, progress or no_progress)
 
     async def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        return None

@@ -1,0 +1,593 @@
+"""The evaldesk console: sources, scans, writes and the screen stack.
+
+The App owns every piece of state. Workers do all IO (scans, plans, writes) and only post
+messages; `@on` handlers here turn those into state and forward snapshots to the screens.
+One `Worker.StateChanged` handler turns any worker failure into a notice and a log entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from textual import on
+from textual.app import App
+from textual.worker import Worker, WorkerState
+
+from services.config import Config, data_dir
+from services.models import AuditReport, Experiment, Snapshot
+from services.policy import Policy
+from services.sources.base import Source
+from tui.actions import GLOBAL, bindings_for
+from tui.messages import ChromeChanged, PlanReady, ScanFinished, ScanProgress, SnapshotUpdated, WriteDone
+from tui.palette import EvaldeskCommands
+
+DEMO_LABEL = "demo"
+LOG_LIMIT = 500
+
+
+@dataclass
+class LogEntry:
+    at: datetime
+    level: str  # error | warning | information
+    where: str
+    message: str
+    detail: str = ""
+
+
+@dataclass
+class PendingWrite:
+    """A write the user was asked to confirm; kept so the dialog's answer finds it."""
+
+    action: str
+    key: str
+    payload: Any = None
+    lines: list[str] = field(default_factory=list)
+
+
+def experiment_key(exp: Experiment) -> str:
+    return f"{exp.source_label}::{exp.id}"
+
+
+def _open_one(spec: str, config: Config, label: str | None = None) -> Source:
+    """A source from a spec: `services.sources.open_source` when present, else a local folder."""
+    try:
+        from services.sources import open_source  # type: ignore[attr-defined]
+    except ImportError:
+        open_source = None
+    if open_source is not None:
+        src: Source = open_source(spec, config)
+        if label and getattr(src, "label", None) != label:
+            try:
+                src.label = label
+            except AttributeError:
+                pass
+        return src
+    from services.sources.base import SourceUnavailable
+    from services.sources.harbor import HarborSource
+
+    if "://" in spec:
+        raise SourceUnavailable(spec, "remote sources are not available in this build")
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise SourceUnavailable(spec, "no such file or directory")
+    return HarborSource(path, config.policy, label=label or path.resolve().name or str(path))
+
+
+def _unique_labels(sources: list[Source]) -> None:
+    seen: dict[str, int] = {}
+    for src in sources:
+        base = src.label
+        if base in seen:
+            seen[base] += 1
+            try:
+                src.label = f"{base}#{seen[base]}"
+            except AttributeError:
+                pass
+        else:
+            seen[base] = 1
+
+
+def open_sources(specs: list[str], config: Config) -> tuple[list[Source], list[str]]:
+    """Sources from CLI specs, else from the config; errors come back as one line each."""
+    sources: list[Source] = []
+    errors: list[str] = []
+    wanted: list[tuple[str, str | None]] = [(s, None) for s in specs]
+    if not specs:
+        wanted = [(s.path, s.name) for s in config.sources]
+    for spec, name in wanted:
+        try:
+            sources.append(_open_one(spec, config, name))
+        except Exception as exc:  # a bad spec must not stop the others from opening
+            errors.append(f"{spec}: {getattr(exc, 'message', None) or exc}")
+    if not specs and not config.sources and config.hosts:
+        for host in config.hosts:
+            for path in host.paths:
+                spec = f"ssh://{host.user + '@' if host.user else ''}{host.host}{path}"
+                try:
+                    sources.append(_open_one(spec, config, host.name))
+                except Exception as exc:
+                    errors.append(f"{host.name}: {getattr(exc, 'message', None) or exc}")
+    _unique_labels(sources)
+    return sources, errors
+
+
+def demo_source(config: Config, root: Path | None = None) -> Source:
+    """The bundled demo jobs, written on first use so a first run shows something real."""
+    from services.demo import write_demo
+    from services.sources.harbor import HarborSource
+
+    root = root or data_dir() / "demo"
+    if not root.exists() or not any(root.iterdir()):
+        write_demo(root)
+    return HarborSource(root, config.policy, label=DEMO_LABEL)
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker while stderr is still a real file.
+
+    Sources may parse in a process pool; the tracker it needs is spawned on first use with
+    stderr's descriptor, and once Textual has replaced stderr that spawn fails.
+    """
+    try:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    except Exception:
+        pass
+
+
+class EvaldeskApp(App[int]):
+    TITLE = "evaldesk"
+    CSS_PATH = "app.tcss"
+    BINDINGS = bindings_for(GLOBAL)
+    COMMANDS = App.COMMANDS | {EvaldeskCommands}
+
+    def __init__(
+        self,
+        sources: list[Source],
+        config: Config | None = None,
+        read_only: bool = False,
+        *,
+        now: datetime | Callable[[], datetime] | None = None,
+        journal: Any = None,
+        poll: bool = True,
+        cursor_blink: bool = True,
+        startup_errors: list[str] | None = None,
+    ) -> None:
+        super().__init__()
+        _start_resource_tracker()
+        self.config = config or Config()
+        self.policy: Policy = self.config.policy
+        self.read_only = bool(read_only or self.config.read_only)
+        self.sources: list[Source] = list(sources)
+        self._sources_by_label: dict[str, Source] = {s.label: s for s in self.sources}
+        self._now = now
+        self._journal = journal
+        self.poll = poll
+        self.cursor_blink = cursor_blink
+        self.snapshots: dict[str, Snapshot] = {}
+        self.audits: dict[str, AuditReport] = {}
+        self._experiments: dict[str, Experiment] = {}
+        self.scan_state: dict[str, tuple[int, int | None]] = {}
+        self._scanning: set[str] = set()
+        self._rescan: set[str] = set()
+        self.last_refresh: datetime | None = None
+        self.last_scan_seconds: dict[str, float] = {}
+        self.event_log: list[LogEntry] = []
+        self.error_count = 0
+        self._seen_source_errors: set[tuple[str, str, str]] = set()
+        self._startup_errors = list(startup_errors or [])
+        self._pending: PendingWrite | None = None
+        self._writing = False
+        self.keymap: dict[str, str] = {}
+        if self.config.theme:
+            self._requested_theme: str | None = self.config.theme
+        else:
+            self._requested_theme = None
+
+    # ---- public API for screens -------------------------------------------------------
+
+    def now(self) -> datetime:
+        if self._now is None:
+            return datetime.now(UTC)
+        if isinstance(self._now, datetime):
+            return self._now
+        return self._now()
+
+    @property
+    def journal(self) -> Any:
+        if self._journal is None:
+            from services.journal import Journal
+
+            self._journal = Journal(self.config.journal_path)
+        return self._journal
+
+    def experiment(self, key: str) -> Experiment | None:
+        return self._experiments.get(key)
+
+    def audit(self, key: str) -> AuditReport | None:
+        return self.audits.get(key)
+
+    def experiments(self) -> list[Experiment]:
+        return list(self._experiments.values())
+
+    def source_for(self, key: str) -> Source:
+        label = key.split("::", 1)[0]
+        try:
+            return self._sources_by_label[label]
+        except KeyError:
+            raise KeyError(f"no source {label!r}") from None
+
+    def write_refusal(self, action: str) -> str | None:
+        """Why a write may not run now, or None. The only place read-only mode is decided."""
+        if self.read_only:
+            why = "--read-only" if not self.config.read_only else "read_only = true in the config"
+            return f"Read-only mode ({why}): {action} would change files, so it is disabled."
+        return None
+
+    def guard_write(self, action: str) -> bool:
+        """True when `action` may write; otherwise says why (notice + log) and returns False."""
+        why = self.write_refusal(action)
+        if why is None:
+            return True
+        self.record("warning", action, why)
+        return False
+
+    def record(self, level: str, where: str, message: str, detail: str = "", notify: bool = True) -> None:
+        self.event_log.append(LogEntry(self.now(), level, where, message, detail))
+        del self.event_log[:-LOG_LIMIT]
+        if level == "error":
+            self.error_count += 1
+        if notify:
+            severity = level if level in ("error", "warning", "information") else "information"
+            self.notify(message, title=where[:40], severity=severity,  # type: ignore[arg-type]
+                        timeout=8 if level == "error" else 4, markup=False)
+        self.post_message(ChromeChanged())
+
+    def refresh_sources(self, force: bool = True) -> None:
+        for src in self.sources:
+            self._start_scan(src, force)
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        if self._requested_theme:
+            if self._requested_theme in self.available_themes:
+                self.theme = self._requested_theme
+            else:
+                self.record("warning", "config", f"unknown theme {self._requested_theme!r}; using the default")
+        from tui.screens.experiments import ExperimentsScreen
+
+        self.push_screen(ExperimentsScreen())
+        for err in self._startup_errors:
+            self.record("error", "source", err)
+        self.refresh_sources()
+        if self.poll:
+            self.set_interval(self.config.poll_interval_s, self._poll)
+
+    def _poll(self) -> None:
+        self.refresh_sources(force=False)
+
+    async def on_unmount(self) -> None:
+        for src in self.sources:
+            try:
+                await src.close()
+            except Exception:
+                pass
+
+    # ---- scans ------------------------------------------------------------------------
+
+    def _start_scan(self, src: Source, force: bool) -> None:
+        label = src.label
+        if label in self._scanning:
+            # A scan runs in a thread that cannot be interrupted, and two over one source
+            # would race on its cache: queue one more instead of cancelling.
+            if force:
+                self._rescan.add(label)
+            return
+        self._scanning.add(label)
+        self.scan_state[label] = (0, None)
+        self.post_message(ChromeChanged())
+        self.run_worker(
+            self._scan(src),
+            name=f"scan {label}",
+            group=f"scan-{label}",
+            exclusive=True,
+            exit_on_error=False,
+            description=f"scan of {label}",
+        )
+
+    async def _scan(self, src: Source) -> None:
+        label = src.label
+        t0 = time.monotonic()
+        last = [0.0]
+
+        def progress(done: int, total: int | None, message: str) -> None:
+            # called from scan threads: throttle, then hand over by message only
+            now = time.monotonic()
+            if now - last[0] < 0.1 and not (total and done >= total):
+                return
+            last[0] = now
+            self.post_message(ScanProgress(label, done, total, message))
+
+        snapshot = await src.scan(progress)
+        audits = await asyncio.to_thread(self._audit_all, snapshot)
+        self.post_message(ScanFinished(label, snapshot, audits, time.monotonic() - t0))
+
+    def _audit_all(self, snapshot: Snapshot) -> dict[str, object]:
+        from services.audit import audit_experiment
+
+        out: dict[str, object] = {}
+        now = self.now()
+        for exp in snapshot.experiments:
+            try:
+                out[experiment_key(exp)] = audit_experiment(exp, self.policy, now)
+            except Exception as exc:  # one odd job must not hide the others
+                out[experiment_key(exp)] = exc
+        return out
+
+    @on(ScanProgress)
+    def _on_scan_progress(self, message: ScanProgress) -> None:
+        if message.label in self._scanning:
+            self.scan_state[message.label] = (message.done, message.total)
+            self._chrome_changed()
+
+    @on(ScanFinished)
+    def _on_scan_finished(self, message: ScanFinished) -> None:
+        label = message.label
+        snap = message.snapshot
+        for exp in snap.experiments:
+            if not exp.source_label:
+                exp.source_label = label
+        old = self.snapshots.get(label)
+        if old is not None:
+            for exp in old.experiments:
+                self._experiments.pop(experiment_key(exp), None)
+                self.audits.pop(experiment_key(exp), None)
+        self.snapshots[label] = snap
+        for exp in snap.experiments:
+            key = experiment_key(exp)
+            self._experiments[key] = exp
+            report = message.audits.get(key)
+            if isinstance(report, AuditReport):
+                self.audits[key] = report
+            elif isinstance(report, Exception):
+                self.record("error", f"audit {exp.id}", f"audit failed: {type(report).__name__}: {report}",
+                            "".join(traceback.format_exception(report)))
+        for err in snap.errors:
+            sig = (err.source, err.where, err.message)
+            if sig not in self._seen_source_errors:
+                self._seen_source_errors.add(sig)
+                self.record("warning", err.source, f"{err.where}: {err.message}")
+        self.last_refresh = self.now()
+        self.last_scan_seconds[label] = message.seconds
+        for screen in self.screen_stack:
+            screen.post_message(SnapshotUpdated(snap))
+        self._scan_done(label)
+
+    def _scan_done(self, label: str) -> None:
+        self._scanning.discard(label)
+        self.scan_state.pop(label, None)
+        self._chrome_changed()
+        if label in self._rescan:
+            self._rescan.discard(label)
+            src = self._sources_by_label.get(label)
+            if src is not None:
+                self._start_scan(src, force=False)
+
+    # ---- the one worker-failure handler -------------------------------------------------
+
+    @on(Worker.StateChanged)
+    def _on_worker_state(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        group = worker.group or ""
+        if event.state == WorkerState.ERROR:
+            err = worker.error
+            detail = "".join(traceback.format_exception(err)) if isinstance(err, BaseException) else ""
+            what = worker.description or worker.name or "background task"
+            self.record("error", what, f"{what} failed: {type(err).__name__}: {err}", detail)
+            if group == "write":
+                self._writing = False
+        if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and group.startswith("scan-"):
+            self._scan_done(group[len("scan-"):])
+
+    @on(ChromeChanged)
+    def _on_chrome_changed(self) -> None:
+        self._chrome_changed()
+
+    def _chrome_changed(self) -> None:
+        from tui.chrome import ConsoleHeader
+
+        for screen in self.screen_stack:
+            for header in screen.query(ConsoleHeader):
+                header.refresh()
+
+    # ---- navigation -------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from tui.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_show_log(self) -> None:
+        from tui.screens.log import LogScreen
+
+        if not isinstance(self.screen, LogScreen):
+            self.push_screen(LogScreen())
+
+    def action_refresh(self) -> None:
+        self.refresh_sources(force=True)
+
+    def open_audit(self, key: str) -> None:
+        from tui.screens.audit import AuditScreen
+
+        if self.experiment(key) is None:
+            self.record("warning", "audit", "no experiment selected")
+            return
+        self.push_screen(AuditScreen(key))
+
+    def open_trials(self, key: str) -> None:
+        if self.experiment(key) is None:
+            self.record("warning", "trials", "no experiment selected")
+            return
+        try:
+            from tui.screens.trials import TrialsScreen  # type: ignore[import-not-found,unused-ignore]
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("tui.screens.trials"):
+                self.record("information", "trials", "The trials view is not part of this build yet.")
+                return
+            raise
+        self.push_screen(TrialsScreen(key))
+
+    def open_monitor(self, keys: list[str]) -> None:
+        if not keys:
+            self.record("warning", "monitor", "no experiment selected")
+            return
+        try:
+            from tui.screens.monitor import MonitorScreen  # type: ignore[import-not-found,unused-ignore]
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("tui.screens.monitor"):
+                self.record("information", "monitor", "The live monitor is not part of this build yet.")
+                return
+            raise
+        self.push_screen(MonitorScreen(keys=keys))
+
+    # ---- writes: plan → confirm → apply → re-scan -------------------------------------
+
+    def request_dedupe(self, key: str) -> None:
+        exp = self.experiment(key)
+        if exp is None:
+            return
+        self.run_worker(self._plan_dedupe(key, exp), name="plan dedupe", group="plan",
+                        exclusive=True, exit_on_error=False, description=f"dedupe plan for {exp.id}")
+
+    async def _plan_dedupe(self, key: str, exp: Experiment) -> None:
+        from services.remediations.dedupe import plan_dedupe
+
+        plan = await asyncio.to_thread(plan_dedupe, exp, self.policy)
+        self.post_message(PlanReady("dedupe", key, plan))
+
+    def request_undo(self, key: str) -> None:
+        exp = self.experiment(key)
+        if exp is None:
+            return
+        self.run_worker(self._plan_undo(key, exp), name="plan undo", group="plan",
+                        exclusive=True, exit_on_error=False, description=f"undo preview for {exp.id}")
+
+    async def _plan_undo(self, key: str, exp: Experiment) -> None:
+        from services.remediations.dedupe import _latest_manifest
+
+        found = await _latest_manifest(exp.path, self.source_for(key).fs())
+        self.post_message(PlanReady("undo-dedupe", key, found))
+
+    @on(PlanReady)
+    def _on_plan_ready(self, message: PlanReady) -> None:
+        from tui.screens.confirm import ConfirmScreen
+
+        exp = self.experiment(message.key)
+        if exp is None:
+            return
+        if message.action == "dedupe":
+            plan = message.payload
+            lines = [ln.replace(exp.path, exp.id) for ln in plan.preview_lines()]
+            if plan.nothing_to_do:
+                self.record("information", "dedupe", lines[0] if lines else "nothing to dedupe")
+                return
+            title = f"Dedupe {exp.id}"
+            confirm = f"Move {len(plan.remove) + len(plan.copies)} dirs"
+        else:
+            found = message.payload
+            if found is None:
+                self.record("information", "undo", f"{exp.id}: nothing to undo (no applied dedupe)")
+                return
+            qdir, manifest = found
+            moved = [m for m in manifest.get("moved", []) if not m.get("skipped")]
+            stamp = os.path.basename(qdir)
+            lines = [
+                f"Job {exp.id}: put back {len(moved)} trial dir(s) moved by the dedupe of {stamp}",
+                f"(attempts {manifest.get('after')} → {manifest.get('before')}), and restore the original "
+                "result.json from its backup.",
+                "",
+                *(f"  restore {m.get('from')}" for m in moved),
+            ]
+            title = f"Undo dedupe of {exp.id}"
+            confirm = f"Restore {len(moved)} dirs"
+        self._pending = PendingWrite(message.action, message.key, message.payload, lines)
+        self.push_screen(
+            ConfirmScreen(title, lines, confirm_label=confirm, action=message.action,
+                          refusal=self.write_refusal(message.action)),
+            callback=self._on_confirm,
+        )
+
+    def _on_confirm(self, confirmed: bool | None) -> None:
+        pending, self._pending = self._pending, None
+        if not confirmed or pending is None:
+            if pending is not None:
+                self.record("information", pending.action, f"{pending.action} cancelled: nothing changed",
+                            notify=False)
+            return
+        if not self.guard_write(pending.action):
+            return
+        if self._writing:
+            self.record("warning", pending.action, "another write is still running")
+            return
+        exp = self.experiment(pending.key)
+        if exp is None:
+            return
+        self._writing = True
+        self.run_worker(self._apply(pending, exp), name=pending.action, group="write",
+                        exclusive=False, exit_on_error=False, description=f"{pending.action} of {exp.id}")
+
+    async def _apply(self, pending: PendingWrite, exp: Experiment) -> None:
+        from services.remediations import dedupe
+
+        fs = self.source_for(pending.key).fs()
+        if pending.action == "dedupe":
+            done = await dedupe.apply_dedupe(pending.payload, exp, fs, self.journal, read_only=self.read_only)
+            n = len(done.remove) + len(done.copies)
+            summary = (f"dedupe applied to {exp.id}: moved {n} dir(s) to the quarantine; "
+                       f"{done.before} → {done.after} attempts")
+        else:
+            res = await dedupe.undo_dedupe(exp.path, fs, self.journal, read_only=self.read_only)
+            summary = f"{exp.id}: {res.message}".replace(exp.path, exp.id)
+            if res.skipped:
+                summary += f"; {len(res.skipped)} skipped"
+        self.post_message(WriteDone(pending.action, pending.key, summary))
+
+    @on(WriteDone)
+    def _on_write_done(self, message: WriteDone) -> None:
+        self._writing = False
+        self.record("information", message.action, message.summary)
+        src = self._sources_by_label.get(message.key.split("::", 1)[0])
+        if src is not None:
+            # the audit re-runs on the new files as part of the scan
+            self._start_scan(src, force=True)
+
+
+def run_app(sources: list[str], config: Config, read_only: bool) -> int:
+    """Entry point for the interactive console; returns the process exit code."""
+    opened, errors = open_sources(sources, config)
+    if sources and not opened:
+        for err in errors:
+            print(f"evaldesk: {err}", file=sys.stderr)
+        return 2
+    if not opened and not errors:
+        try:
+            opened = [demo_source(config)]
+        except OSError as exc:
+            print(f"evaldesk: cannot write the demo data: {exc}", file=sys.stderr)
+            return 2
+    app = EvaldeskApp(opened, config, read_only, startup_errors=errors)
+    app.run()
+    return app.return_code or 0

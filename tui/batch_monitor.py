@@ -1,0 +1,163 @@
+"""`evaldesk --batch monitor SOURCE… --interval S [--until done|COUNT] [--baseline FILE]`.
+
+Streams JSON lines on `out`: one ``{"type": "snapshot", …}`` per experiment per poll, one
+``{"type": "warning", …}`` when a fake-execution rule starts to hold, and
+``{"type": "error", …}`` when a poll of a source fails (the source is retried with backoff).
+Exit code: 1 when any rule fired, else 0; 2 for a bad ``--until`` or a source that cannot be
+read on the first poll. No Textual import here: this runs on the same engine as the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import IO, Any
+
+import orjson
+
+from services.baselines import Baseline, BaselineError, load_baseline
+from services.config import Config
+from services.models import Snapshot, State
+from services.monitor import Clock, MonitorState, experiment_key, probe_snapshot, utc_now
+from services.policy import Policy
+from services.poller import Poller
+from services.sources.base import Source, SourceUnavailable
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class UntilError(ValueError):
+    pass
+
+
+def parse_until(until: str | int | None) -> int | None:
+    """None means "until every experiment is finished"; an int is a number of polls."""
+    if until is None or (isinstance(until, str) and until.strip().lower() in ("", "done")):
+        return None
+    try:
+        n = int(until)
+    except (TypeError, ValueError):
+        raise UntilError(f"--until takes 'done' or a number of polls, not {until!r}") from None
+    if n < 1:
+        raise UntilError(f"--until needs at least 1 poll, not {n}")
+    return n
+
+
+def _emit(out: IO[str], obj: dict[str, object]) -> None:
+    out.write(orjson.dumps(obj).decode() + "\n")
+    out.flush()
+
+
+async def run_monitor(
+    sources: list[Source],
+    interval: float,
+    until: str,
+    policy: Policy | None,
+    baselines: Sequence[Baseline] | Baseline | None,
+    out: IO[str] = sys.stdout,
+    *,
+    clock: Clock = utc_now,
+    sleep: Sleep = asyncio.sleep,
+    err: IO[str] = sys.stderr,
+) -> int:
+    try:
+        max_polls = parse_until(until)
+    except UntilError as exc:
+        err.write(f"evaldesk: {exc}\n")
+        return 2
+    if interval < 0:
+        err.write("evaldesk: --interval must be ≥ 0 seconds\n")
+        return 2
+    if not sources:
+        err.write("evaldesk: monitor needs at least one SOURCE\n")
+        return 2
+    if isinstance(baselines, Baseline):
+        baselines = [baselines]
+    policy = policy or Policy()
+    state = MonitorState(policy, list(baselines or ()), clock=clock)
+    fired = False
+    finished: dict[str, bool] = {}
+    # each snapshot is handled right here, in poll order, so the handler has nothing to do
+    pollers = [Poller(src, _ignore, interval=interval, clock=clock) for src in sources]
+    next_round = [1] * len(sources)
+    polls = 0
+    while True:
+        polls += 1
+        for i, (src, poller) in enumerate(zip(sources, pollers, strict=True)):
+            if polls < next_round[i]:
+                continue
+            snap = await poller.poll_once()
+            if snap is None:
+                if polls == 1:
+                    err.write(f"evaldesk: cannot read {src.label}: {poller.last_error}\n")
+                    return 2
+                # a failing source sits out the rounds its backoff delay covers
+                next_round[i] = polls + (max(1, round(poller.next_delay / interval)) if interval > 0 else 1)
+                _emit(out, {"type": "error", "source": src.label, "at": _iso_now(clock),
+                            "message": poller.last_error, "retry_in_s": poller.next_delay})
+                continue
+            activity = await probe_snapshot(snap, src.fs())
+            new = state.feed(snap, activity)
+            for exp in snap.experiments:
+                reading = state.reading(experiment_key(exp))
+                if reading is not None:
+                    _emit(out, reading.as_json())
+                finished[experiment_key(exp)] = exp.state == State.finished
+            for se in snap.errors:
+                _emit(out, {"type": "error", "source": se.source, "at": _iso_now(clock),
+                            "where": se.where, "message": se.message})
+            for w in new:
+                fired = True
+                _emit(out, w.as_json())
+        if max_polls is not None and polls >= max_polls:
+            break
+        if max_polls is None and finished and all(finished.values()):
+            break
+        await sleep(interval)
+    return 1 if fired else 0
+
+
+def _ignore(snap: Snapshot) -> None:
+    return None
+
+
+def _iso_now(clock: Clock) -> str:
+    return clock().isoformat().replace("+00:00", "Z")
+
+
+def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
+    """The `--batch monitor` entry: argparse namespace in, exit code out."""
+    from services.sources import open_source
+
+    err = sys.stderr
+    if not args.sources:
+        err.write("evaldesk: monitor needs at least one SOURCE\n")
+        return 2
+    baselines: list[Baseline] = []
+    if getattr(args, "baseline", None):
+        try:
+            baselines.append(load_baseline(args.baseline))
+        except BaselineError as exc:
+            err.write(f"evaldesk: --baseline {exc}\n")
+            return 2
+    interval = args.interval if args.interval is not None else config.poll_interval_s
+    try:
+        sources = [open_source(s, config) for s in args.sources]
+    except SourceUnavailable as exc:
+        err.write(f"evaldesk: cannot read {exc.where}: {exc.message}\n")
+        return 2
+
+    async def main() -> int:
+        try:
+            return await run_monitor(sources, interval, args.until or "done", config.policy, baselines, out)
+        finally:
+            for src in sources:
+                with contextlib.suppress(Exception):
+                    await src.close()
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 130

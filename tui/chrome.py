@@ -1,0 +1,64 @@
+"""The one-line console header every screen shows: where the data comes from, when it was
+last read, whether writes are off, and the progress of scans under way."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual.widget import Widget
+
+if TYPE_CHECKING:
+    from tui.app import EvaldeskApp
+
+
+def bar(done: int, total: int | None, width: int) -> str:
+    if not total or width <= 0:
+        return ""
+    filled = max(0, min(width, round(width * done / total)))
+    return "━" * filled + "╺" + "─" * max(0, width - filled - 1) if filled < width else "━" * width
+
+
+class ConsoleHeader(Widget):
+    DEFAULT_CSS = """
+    ConsoleHeader {
+        dock: top;
+        height: 1;
+        background: $panel;
+        color: $foreground;
+    }
+    """
+
+    def __init__(self, title: str, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.title = title
+
+    def render(self) -> Text:
+        app = cast("EvaldeskApp", self.app)
+        width = self.size.width or 80
+        text = Text.assemble((" evaldesk ", "bold reverse"), (f" {self.title} ", "bold"))
+        labels = [s.label for s in app.sources] or ["no sources"]
+        text.append("│ ", style="dim")
+        src = ", ".join(labels)
+        if len(src) > 24:
+            src = f"{labels[0][:18]}… +{len(labels) - 1}" if len(labels) > 1 else src[:23] + "…"
+        text.append(src)
+        scans = app.scan_state
+        if scans:
+            label, (done, total) = next(iter(scans.items()))
+            pct = f" {100 * done // total}%" if total else ""
+            text.append(" │ ", style="dim")
+            text.append(f"scanning {label[:12]} {done:,}/{total:,}" if total else f"scanning {label[:12]}…")
+            text.append(pct)
+            text.append(" " + bar(done, total, 8), style="bold blue")
+        elif app.last_refresh is not None:
+            text.append(" │ ", style="dim")
+            text.append(f"read {app.last_refresh.astimezone().strftime('%H:%M:%S')}")
+        if app.read_only:
+            text.append(" │ ", style="dim")
+            text.append(" READ-ONLY ", style="bold black on yellow")
+        if app.error_count:
+            text.append(" │ ", style="dim")
+            text.append(f"{app.error_count} err (L)", style="bold red")
+        text.truncate(width, overflow="ellipsis")
+        return text

@@ -1,0 +1,135 @@
+"""The audit checklist of one experiment; rows with a fix run it through a confirmed dry run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, OptionList, Static
+
+from services.models import AuditReport, Experiment
+from tui.actions import bindings_for
+from tui.chrome import ConsoleHeader
+from tui.messages import SnapshotUpdated
+from widgets.checklist import Checklist, ChecklistItem
+from widgets.state_badge import state_badge
+
+if TYPE_CHECKING:
+    from tui.app import EvaldeskApp
+
+VERDICT_MEANING = {
+    "finalize": "complete and healthy: register the score and upload traces",
+    "dedupe": "duplicates inflate the count: dedupe before anything else",
+    "resume": "below 90% valid or over the error gate: resume, never register",
+    "rerun": "the eval never reached the model: fix the endpoint and re-run",
+    "wait": "still running: wait and audit again",
+    "investigate": "something is off: read the failing checks",
+}
+VERDICT_STYLES = {"finalize": "bold green", "wait": "bold blue", "dedupe": "bold yellow",
+                  "resume": "bold yellow", "rerun": "bold red", "investigate": "bold red"}
+RUNNABLE = {"dedupe"}
+
+
+def checklist_items(report: AuditReport) -> list[ChecklistItem]:
+    return [
+        ChecklistItem(
+            id=c.id,
+            status=c.status.value,
+            title=c.title,
+            evidence=c.evidence,
+            action=c.action,
+            runnable=c.remediation if c.remediation in RUNNABLE else None,
+        )
+        for c in report.checks
+    ]
+
+
+class AuditScreen(Screen[None]):
+    SCREEN_ID = "audit"
+    CSS_PATH = "audit.tcss"
+    BINDINGS = bindings_for("audit")
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+
+    @property
+    def evaldesk(self) -> EvaldeskApp:
+        return cast("EvaldeskApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield ConsoleHeader("Audit")
+        yield Static("", id="audit-title", classes="status-line")
+        yield Checklist(id="checks")
+        with VerticalScroll(id="audit-notes"):
+            yield Static("", id="verdict")
+            yield Static("", id="notes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.render_report()
+        self.query_one(Checklist).focus()
+
+    @on(SnapshotUpdated)
+    def _on_snapshot(self, message: SnapshotUpdated) -> None:
+        self.render_report()
+
+    def render_report(self) -> None:
+        exp = self.evaldesk.experiment(self.key)
+        report = self.evaldesk.audit(self.key)
+        title = self.query_one("#audit-title", Static)
+        if exp is None or report is None:
+            title.update(Text(f"{self.key.split('::', 1)[-1]}: not in the latest scan", style="bold red"))
+            self.query_one(Checklist).set_items([])
+            return
+        title.update(self._title(exp, report))
+        self.query_one(Checklist).set_items(checklist_items(report))
+        verdict = Text.assemble(
+            ("Verdict: ", "bold"),
+            (report.verdict.upper(), VERDICT_STYLES.get(report.verdict, "bold")),
+            f" — {VERDICT_MEANING.get(report.verdict, '')}",
+        )
+        self.query_one("#verdict", Static).update(verdict)
+        notes = Text("\n").join(Text(f"• {n}") for n in report.notes) if report.notes else Text("")
+        self.query_one("#notes", Static).update(notes)
+
+    @staticmethod
+    def _title(exp: Experiment, report: AuditReport) -> Text:
+        t = report.trials
+        text = Text.assemble(state_badge(exp.state.value, compact=True), " ", (exp.id, "bold"))
+        score = "—" if report.score is None else f"{report.score:.3f}"
+        vf = "—" if report.valid_fraction is None else f"{100 * report.valid_fraction:.1f}%"
+        ef = "—" if report.error_fraction is None else f"{100 * report.error_fraction:.1f}%"
+        text.append(f"  score {score} · valid {t.get('valid')}/{t.get('expected')} ({vf}) · errors {ef}",
+                    style="dim")
+        return text
+
+    # ---- actions ------------------------------------------------------------------------
+
+    def action_run_remediation(self) -> None:
+        item = self.query_one(Checklist).selected_item
+        if item is None:
+            return
+        if item.runnable == "dedupe":
+            self.evaldesk.request_dedupe(self.key)
+            return
+        hint = f"Recommended: {item.action}" if item.action else "Nothing to do for this check."
+        self.evaldesk.record("information", item.title, f"No fix evaldesk can run here. {hint}", notify=True)
+
+    @on(OptionList.OptionSelected, "#checks")
+    def _on_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.action_run_remediation()
+
+    def action_undo(self) -> None:
+        self.evaldesk.request_undo(self.key)
+
+    def action_open_trials(self) -> None:
+        self.evaldesk.open_trials(self.key)
+
+    def action_back(self) -> None:
+        self.dismiss()

@@ -1,0 +1,117 @@
+"""The confirmation dialog every write goes through: it shows the dry run, focuses Cancel,
+and applies only on an explicit `y` (or a deliberate press of the Apply button)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from tui.actions import bindings_for
+
+if TYPE_CHECKING:
+    from tui.app import EvaldeskApp
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    SCREEN_ID = "confirm"
+    BINDINGS = bindings_for("confirm")
+    DEFAULT_CSS = """
+    ConfirmScreen {
+        align: center middle;
+    }
+    ConfirmScreen #dialog {
+        width: 90%;
+        max-width: 110;
+        height: auto;
+        max-height: 90%;
+        border: thick $warning;
+        background: $surface;
+        padding: 0 1;
+    }
+    ConfirmScreen #confirm-title {
+        text-style: bold;
+        height: auto;
+    }
+    ConfirmScreen #preview {
+        height: auto;
+        max-height: 12;
+        border: round $primary-darken-2;
+    }
+    ConfirmScreen #refusal {
+        color: $error;
+        text-style: bold;
+        height: auto;
+    }
+    ConfirmScreen #buttons {
+        height: 1;
+        margin-top: 1;
+        align: center middle;
+    }
+    ConfirmScreen #buttons Button {
+        height: 1;
+        min-width: 16;
+        border: none;
+        margin: 0 2;
+    }
+    """
+
+    def __init__(
+        self,
+        title: str,
+        lines: list[str],
+        *,
+        confirm_label: str = "Apply",
+        action: str = "write",
+        refusal: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.title_text = title
+        self.lines = lines
+        self.confirm_label = confirm_label
+        self.action_name = action
+        self.refusal = refusal
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog") as box:
+            box.border_title = "Confirm — dry run"
+            yield Static(Text(self.title_text), id="confirm-title")
+            with VerticalScroll(id="preview"):
+                yield Static(Text("\n".join(self.lines)), id="preview-text")
+            if self.refusal:
+                yield Static(Text(self.refusal), id="refusal")
+            else:
+                yield Static(Text("Nothing has changed yet. y applies, n or esc cancels.", style="dim"))
+            with Horizontal(id="buttons"):
+                yield Button(f"{self.confirm_label} [y]", id="confirm", variant="error",
+                             disabled=self.refusal is not None)
+                yield Button("Cancel [n]", id="cancel", variant="primary")
+
+    def on_mount(self) -> None:
+        # never the confirming control: a stray enter cancels
+        self.query_one("#cancel", Button).focus()
+
+    def action_confirm(self) -> None:
+        app = cast("EvaldeskApp", self.app)
+        if self.refusal is not None or not app.guard_write(self.action_name):
+            self.app.bell()
+            return
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+    @on(Button.Pressed, "#confirm")
+    def _pressed_confirm(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_confirm()
+
+    @on(Button.Pressed, "#cancel")
+    def _pressed_cancel(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_cancel()

@@ -1,0 +1,392 @@
+"""Home: one row per experiment from every source, filterable and sortable by keyboard."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from services.assemble import as_utc
+from services.models import AuditReport, Experiment, State
+from tui.actions import EXPERIMENT_COLUMNS, bindings_for
+from tui.chrome import ConsoleHeader, bar
+from tui.messages import SnapshotUpdated
+from widgets.state_badge import state_badge
+
+if TYPE_CHECKING:
+    from tui.app import EvaldeskApp
+
+COMPACT_BELOW = 110  # columns; narrower terminals drop source/benchmark/model into the detail line
+VERDICT_STYLES = {
+    "finalize": "green",
+    "wait": "blue",
+    "dedupe": "yellow",
+    "resume": "yellow",
+    "rerun": "bold red",
+    "investigate": "bold red",
+}
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """`/` filter: a case-insensitive regex (plain text when it is not a valid one); `!` inverts."""
+
+    text: str
+    pattern: re.Pattern[str] | None
+    invert: bool
+
+    @classmethod
+    def parse(cls, text: str) -> RowFilter:
+        invert = text.startswith("!")
+        body = text[1:] if invert else text
+        if not body:
+            return cls(text, None, invert)
+        try:
+            pattern = re.compile(body, re.IGNORECASE)
+        except re.error:
+            pattern = re.compile(re.escape(body), re.IGNORECASE)
+        return cls(text, pattern, invert)
+
+    def matches(self, cells: list[str]) -> bool:
+        if self.pattern is None:
+            return True
+        hit = any(self.pattern.search(c) for c in cells)
+        return hit != self.invert
+
+
+def format_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+@dataclass
+class Row:
+    key: str
+    exp: Experiment
+    report: AuditReport | None
+    age_s: float | None
+
+    @property
+    def error_fraction(self) -> float | None:
+        if self.report is not None and self.report.error_fraction is not None:
+            return self.report.error_fraction
+        c = self.exp.counts
+        return c.invalid_errors / c.total if c.total else None
+
+    def sort_value(self, col: str) -> Any:
+        e = self.exp
+        values: dict[str, Callable[[], Any]] = {
+            "source": lambda: e.source_label,
+            "id": lambda: e.id,
+            "benchmark": lambda: e.benchmark or "",
+            "model": lambda: e.model or "",
+            "state": lambda: list(State).index(e.state),
+            "progress": lambda: (e.counts.valid / e.counts.expected) if e.counts.expected else None,
+            "score": lambda: e.score,
+            "errors": lambda: self.error_fraction,
+            "verdict": lambda: self.report.verdict if self.report else None,
+            "age": lambda: self.age_s,
+        }
+        return values[col]()
+
+    def cell_text(self, col: str, compact: bool, width: int) -> Text:
+        e = self.exp
+        c = e.counts
+        if col == "source":
+            return Text(e.source_label)
+        if col == "id":
+            return Text(e.id if len(e.id) <= width else e.id[: max(1, width - 1)] + "…")
+        if col == "benchmark":
+            b = e.benchmark or "—"
+            return Text(b if len(b) <= width else b[: width - 1] + "…")
+        if col == "model":
+            m = (e.model or "—").split("/")[-1] if e.model else "—"
+            return Text(m if len(m) <= width else m[: width - 1] + "…")
+        if col == "state":
+            return state_badge(e.state.value, e.state_raw, compact=True)
+        if col == "progress":
+            expected = c.expected if c.expected is not None else "?"
+            text = Text(f"{c.valid}/{expected}")
+            if e.state in (State.running, State.dispatched, State.pending) and c.expected:
+                room = max(0, width - len(text.plain) - 1)
+                if room >= 3:
+                    text.append(" " + bar(c.total, c.expected, room), style="blue")
+            return text
+        if col == "score":
+            return Text("—" if e.score is None else f"{e.score:.3f}", justify="right")
+        if col == "errors":
+            frac = self.error_fraction
+            if frac is None:
+                return Text("—", justify="right")
+            over = frac > 0.10
+            return Text(f"{100 * frac:.1f}", style="bold red" if over else "", justify="right")
+        if col == "verdict":
+            if self.report is None:
+                return Text("…", style="dim")
+            v = self.report.verdict
+            return Text(v, style=VERDICT_STYLES.get(v, ""))
+        if col == "age":
+            return Text(format_age(self.age_s), justify="right")
+        raise KeyError(col)
+
+
+# fixed widths; the id column takes what is left
+WIDE = {"source": 8, "benchmark": 14, "model": 14, "state": 6, "progress": 13, "score": 5,
+        "errors": 5, "verdict": 11, "age": 3}
+COMPACT_COLS = ("id", "state", "progress", "score", "errors", "verdict", "age")
+
+
+class ExperimentsScreen(Screen[None]):
+    SCREEN_ID = "experiments"
+    CSS_PATH = "experiments.tcss"
+    BINDINGS = bindings_for("experiments")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sort_col = "age"
+        self.sort_reverse = False
+        self.filter = RowFilter.parse("")
+        self.last_filter = ""
+        self._filter_before_edit = ""
+        self.compact: bool | None = None
+        self.rows: list[Row] = []
+        self.shown: list[Row] = []
+
+    @property
+    def evaldesk(self) -> EvaldeskApp:
+        return cast("EvaldeskApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield ConsoleHeader("Experiments")
+        yield Static("", id="status", classes="status-line")
+        yield DataTable(id="experiments", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="detail", classes="detail-line")
+        yield Input(placeholder="filter: text or regex, ! inverts — enter keeps, esc cancels", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        flt = self.query_one("#filter", Input)
+        flt.display = False
+        flt.cursor_blink = self.evaldesk.cursor_blink
+        self.rebuild()
+        self.query_one(DataTable).focus()
+
+    # ---- data ---------------------------------------------------------------------------
+
+    @on(SnapshotUpdated)
+    def _on_snapshot(self, message: SnapshotUpdated) -> None:
+        self.rebuild()
+
+    def on_resize(self, event: Resize) -> None:
+        compact = event.size.width < COMPACT_BELOW
+        if compact != self.compact:
+            self.rebuild()
+
+    def selected_key(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not self.shown or table.cursor_row < 0 or table.cursor_row >= len(self.shown):
+            return None
+        return self.shown[table.cursor_row].key
+
+    def _columns(self, width: int) -> list[tuple[str, int]]:
+        compact = width < COMPACT_BELOW
+        cols = [c for c, _ in EXPERIMENT_COLUMNS if not compact or c in COMPACT_COLS]
+        fixed = {c: WIDE[c] for c in cols if c != "id"}
+        # cell padding is 1 each side; leave 2 for the scrollbar
+        room = width - 2 * len(cols) - 2 - sum(fixed.values())
+        out = []
+        for c in cols:
+            out.append((c, max(12, room) if c == "id" else fixed[c]))
+        return out
+
+    def rebuild(self) -> None:
+        app = self.evaldesk
+        now = as_utc(app.now())
+        rows = []
+        for exp in app.experiments():
+            key = f"{exp.source_label}::{exp.id}"
+            ref = as_utc(exp.finished_at or exp.updated_at or exp.started_at)
+            age = (now - ref).total_seconds() if ref and now else None
+            rows.append(Row(key, exp, app.audit(key), age))
+        self.rows = rows
+        self._render_table()
+
+    def _render_table(self) -> None:
+        table = self.query_one(DataTable)
+        width = self.size.width or self.app.size.width or 80
+        compact = width < COMPACT_BELOW
+        keep = self.selected_key()
+        columns = self._columns(width)
+        self.compact = compact
+
+        by_id = sorted(self.rows, key=lambda r: r.exp.id)
+        known = [r for r in by_id if r.sort_value(self.sort_col) is not None]
+        # rows without a value sort last in both directions
+        ordered = sorted(known, key=lambda r: r.sort_value(self.sort_col), reverse=self.sort_reverse)
+        ordered += [r for r in by_id if r.sort_value(self.sort_col) is None]
+        flt = self.filter
+        visible = []
+        rendered: list[list[Text]] = []
+        for row in ordered:
+            cells = [row.cell_text(c, compact, w) for c, w in columns]
+            # the filter also sees the columns hidden at this width
+            plain = [row.cell_text(c, compact, 200).plain for c, _ in EXPERIMENT_COLUMNS]
+            if not flt.matches(plain):
+                continue
+            if flt.pattern is not None and not flt.invert:
+                for cell in cells:
+                    cell.highlight_regex(flt.pattern, style="reverse")
+            visible.append(row)
+            rendered.append(cells)
+        self.shown = visible
+        table.clear(columns=True)
+        labels = dict(EXPERIMENT_COLUMNS)
+        for col, w in columns:
+            label = labels[col]
+            if col == self.sort_col:
+                label += " ▼" if self.sort_reverse else " ▲"
+            table.add_column(label, width=w, key=col)
+        for row, cells in zip(visible, rendered, strict=True):
+            table.add_row(*cells, key=row.key)
+        if keep is not None:
+            for i, row in enumerate(visible):
+                if row.key == keep:
+                    table.move_cursor(row=i, animate=False)
+                    break
+        self._update_status()
+        self._update_detail()
+
+    def _update_status(self) -> None:
+        labels = dict(EXPERIMENT_COLUMNS)
+        text = Text()
+        total, shown = len(self.rows), len(self.shown)
+        text.append(f"{shown} of {total} experiments" if shown != total else f"{total} experiments")
+        text.append(f" · sort {labels[self.sort_col]} {'▼' if self.sort_reverse else '▲'}", style="dim")
+        if self.filter.pattern is not None:
+            text.append(" · filter ", style="dim")
+            text.append(self.filter.text, style="bold")
+        elif not self.rows:
+            text.append(" · reading sources…" if self.evaldesk.scan_state else " · none found", style="dim")
+        self.query_one("#status", Static).update(text)
+
+    def _update_detail(self) -> None:
+        key = self.selected_key()
+        row = next((r for r in self.shown if r.key == key), None)
+        detail = self.query_one("#detail", Static)
+        if row is None:
+            detail.update("")
+            return
+        e, c = row.exp, row.exp.counts
+        line1 = Text.assemble((e.source_label, "bold"), " · ", e.id)
+        line2 = Text(
+            f"{e.benchmark or '—'} · {e.model or '—'} · valid {c.valid} errored {c.errored} "
+            f"running {c.running} of {c.expected if c.expected is not None else '?'} · n_rep {c.n_rep or '?'}"
+        )
+        if c.copies:
+            line2.append(f" · {c.copies} staged copies")
+        detail.update(Text("\n").join([line1, line2]))
+
+    @on(DataTable.RowHighlighted)
+    def _on_highlight(self) -> None:
+        self._update_detail()
+
+    @on(DataTable.RowSelected)
+    def _on_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_trials()
+
+    # ---- actions ------------------------------------------------------------------------
+
+    def action_open_trials(self) -> None:
+        key = self.selected_key()
+        if key:
+            self.evaldesk.open_trials(key)
+
+    def action_audit(self) -> None:
+        key = self.selected_key()
+        if key:
+            self.evaldesk.open_audit(key)
+
+    def action_monitor(self) -> None:
+        key = self.selected_key()
+        self.evaldesk.open_monitor([key] if key else [])
+
+    def action_sort_by(self, col: str) -> None:
+        if col == self.sort_col:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_col, self.sort_reverse = col, False
+        self._render_table()
+
+    def action_sort_next(self) -> None:
+        cols = [c for c, _ in EXPERIMENT_COLUMNS]
+        self.sort_col = cols[(cols.index(self.sort_col) + 1) % len(cols)]
+        self.sort_reverse = False
+        self._render_table()
+
+    def action_sort_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self._render_table()
+
+    def action_filter(self) -> None:
+        flt = self.query_one("#filter", Input)
+        self._filter_before_edit = self.filter.text
+        flt.display = True
+        flt.value = self.filter.text or self.last_filter
+        flt.focus()
+        flt.select_all()
+        if flt.value != self.filter.text:
+            self._apply_filter(flt.value)
+
+    def action_clear_filter(self) -> None:
+        flt = self.query_one("#filter", Input)
+        if flt.display:
+            # esc while editing: back to the filter that was active before `/`
+            self._apply_filter(self._filter_before_edit)
+            flt.display = False
+            self.query_one(DataTable).focus()
+        elif self.filter.pattern is not None:
+            self._apply_filter("")
+
+    def _apply_filter(self, text: str) -> None:
+        self.filter = RowFilter.parse(text)
+        if self.filter.pattern is not None:
+            self.last_filter = text
+        self._render_table()
+
+    @on(Input.Changed, "#filter")
+    def _on_filter_changed(self, event: Input.Changed) -> None:
+        if event.input.display:
+            self._apply_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _on_filter_submitted(self, event: Input.Submitted) -> None:
+        self._apply_filter(event.value)
+        event.input.display = False
+        self.query_one(DataTable).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # while the filter is being typed, letters belong to it
+        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter"):
+            try:
+                if self.query_one("#filter", Input).has_focus:
+                    return False
+            except Exception:
+                return True
+        return True

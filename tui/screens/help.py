@@ -1,0 +1,98 @@
+"""`?`: the keys of the screen it was opened from, generated from the action registry and
+filterable by typing."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Input, Static
+
+from tui.actions import GLOBAL, ActionSpec, actions_for, bindings_for
+
+KEY_NAMES = {
+    "question_mark": "?", "slash": "/", "colon": ":", "escape": "esc", "enter": "enter",
+    "ctrl+p": "ctrl+p", "space": "space",
+}
+SCREEN_TITLES = {"experiments": "Experiments", "audit": "Audit", "confirm": "Confirm", "log": "Log",
+                 "help": "Help", GLOBAL: "Everywhere"}
+
+
+def key_label(spec: ActionSpec, keymap: dict[str, str]) -> str:
+    key = keymap.get(spec.id, spec.key)
+    if key == spec.key and spec.key_display:
+        return spec.key_display if spec.key_display != "⏎" else "enter"
+    return ",".join(KEY_NAMES.get(k, k) for k in key.split(","))
+
+
+class HelpScreen(ModalScreen[None]):
+    SCREEN_ID = "help"
+    BINDINGS = bindings_for("help")
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen #help {
+        width: 90%;
+        max-width: 100;
+        height: 90%;
+        border: thick $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    HelpScreen #help-filter { height: 1; border: none; padding: 0 1; background: $boost; }
+    HelpScreen #help-keys { height: 1fr; }
+    HelpScreen #help-hint { height: 1; color: $text-muted; }
+    """
+
+    def __init__(self, for_screen: Screen[object] | None = None) -> None:
+        super().__init__()
+        self.scope = getattr(for_screen, "SCREEN_ID", GLOBAL)
+        self.entries: list[tuple[str, str, str]] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help") as box:
+            box.border_title = f"Keys — {SCREEN_TITLES.get(self.scope, self.scope)}"
+            yield Input(placeholder="type to filter keys", id="help-filter")
+            yield DataTable(id="help-keys", cursor_type="row", show_cursor=False)
+            yield Static("esc closes · ctrl+p or : opens the command palette", id="help-hint")
+
+    def on_mount(self) -> None:
+        keymap = getattr(self.app, "keymap", {}) or {}
+        seen = set()
+        for spec in actions_for(self.scope):
+            sig = (spec.key, spec.action)
+            if sig in seen:
+                continue
+            seen.add(sig)
+            where = "" if spec.screen != GLOBAL else "everywhere"
+            self.entries.append((key_label(spec, keymap), spec.long, where))
+        self.entries.append(("ctrl+p", "Command palette", "everywhere"))
+        self.entries.append(("ctrl+q", "Quit evaldesk", "everywhere"))
+        table = self.query_one(DataTable)
+        table.add_column("key", width=8, key="key")
+        table.add_column("does", key="does")
+        table.add_column("", width=10, key="where")
+        inp = self.query_one(Input)
+        inp.cursor_blink = getattr(self.app, "cursor_blink", True)
+        self._fill("")
+        inp.focus()
+
+    def _fill(self, query: str) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        q = query.strip().lower()
+        for key, does, where in self.entries:
+            if q and q not in f"{key} {does} {where}".lower():
+                continue
+            cell = Text(does)
+            if q:
+                cell.highlight_words([q], style="reverse", case_sensitive=False)
+            table.add_row(Text(key, style="bold"), cell, Text(where, style="dim"))
+
+    @on(Input.Changed, "#help-filter")
+    def _on_filter(self, event: Input.Changed) -> None:
+        self._fill(event.value)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,91 @@
+"""Everything the console noticed: worker failures (with their traceback, kept here and
+never printed on the terminal), unreadable files, refused writes and what writes did."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from tui.actions import bindings_for
+from tui.chrome import ConsoleHeader
+from tui.messages import ChromeChanged
+
+if TYPE_CHECKING:
+    from tui.app import EvaldeskApp
+
+LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "information": "green"}
+
+
+class LogScreen(Screen[None]):
+    SCREEN_ID = "log"
+    BINDINGS = bindings_for("log")
+    DEFAULT_CSS = """
+    LogScreen #log-table { height: 1fr; }
+    LogScreen #log-detail-box { height: auto; max-height: 10; border-top: solid $primary-darken-2; }
+    LogScreen #log-detail { padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield ConsoleHeader("Log")
+        yield DataTable(id="log-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="log-detail-box"):
+            yield Static("", id="log-detail")
+        yield Footer()
+
+    @property
+    def evaldesk(self) -> EvaldeskApp:
+        return cast("EvaldeskApp", self.app)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_column("time", width=8, key="time")
+        table.add_column("level", width=7, key="level")
+        table.add_column("where", width=16, key="where")
+        table.add_column("message", key="message")
+        self._fill()
+        table.focus()
+
+    def on_screen_resume(self) -> None:
+        self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        entries = list(reversed(self.evaldesk.event_log))
+        for i, e in enumerate(entries):
+            table.add_row(
+                e.at.astimezone().strftime("%H:%M:%S"),
+                Text(e.level[:7], style=LEVEL_STYLES.get(e.level, "")),
+                Text(e.where[:16]),
+                Text(e.message),
+                key=str(i),
+            )
+        if not entries:
+            self.query_one("#log-detail", Static).update(Text("Nothing logged yet.", style="dim"))
+        else:
+            self._show(0)
+
+    def _show(self, index: int) -> None:
+        entries = list(reversed(self.evaldesk.event_log))
+        if 0 <= index < len(entries):
+            e = entries[index]
+            self.query_one("#log-detail", Static).update(Text(e.message + ("\n\n" + e.detail if e.detail else "")))
+
+    @on(DataTable.RowHighlighted)
+    def _on_highlight(self, event: DataTable.RowHighlighted) -> None:
+        self._show(event.cursor_row)
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+    def action_clear(self) -> None:
+        self.evaldesk.event_log.clear()
+        self.evaldesk.error_count = 0
+        self._fill()
+        self.evaldesk.post_message(ChromeChanged())

@@ -1,0 +1,553 @@
+"""Trials of one experiment: every attempt, grouped or filtered, with the selected trial's
+log tail and its diagnosis.
+
+All file reads happen in workers that post messages; the handlers below own every change to
+the widgets. The table is virtual (widgets/trial_table.py), so 100k attempts open at once.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from typing import Any, ClassVar, Protocol, cast
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Container
+from textual.events import Resize
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Static
+
+from services.fs import JobFS
+from services.harbor_files import ExceptionInfo, TrialResultFile, load_json
+from services.models import Experiment, Trial, TrialStatus
+from services.policy import FAILURE_CLASS_MEANING
+from tui.actions import bindings_for
+from tui.messages import SnapshotUpdated
+from widgets.diagnose import DiagnoseInfo, DiagnosePanel
+from widgets.log_tail import ErrorReader, FSReader, LogTail
+from widgets.trial_table import (
+    GROUP_COLUMNS,
+    Group,
+    VirtualTable,
+    build_groups,
+    fmt_reward,
+    group_cells,
+    group_key,
+    trial_cells,
+    trial_columns,
+)
+
+# What the digit keys open in the log panel, relative to the trial dir.
+TRIAL_FILES: dict[str, str] = {
+    "log": "trial.log",
+    "exception": "exception.txt",
+    "stdout": "verifier/test-stdout.txt",
+    "stderr": "verifier/test-stderr.txt",
+}
+VERIFIER_EXCERPT_BYTES = 4096
+MAX_RESULT_BYTES = 8 * 1024 * 1024
+STATUS_CYCLE: tuple[TrialStatus | None, ...] = (None, TrialStatus.valid, TrialStatus.errored,
+                                                 TrialStatus.running)
+# Below this size the panels share one slot (toggled with `d`) under the table.
+COMPACT_WIDTH = 110
+COMPACT_HEIGHT = 30
+SELECT_DELAY = 0.08  # holding a key down must not open a log per row passed
+
+
+class TrialsHost(Protocol):
+    read_only: bool
+
+    def experiment(self, key: str) -> Experiment | None: ...
+
+    def source_for(self, key: str) -> Any: ...
+
+
+class UnsafePath(ValueError):
+    pass
+
+
+def trial_file(job_dir: str, trial_path: str, rel: str) -> str:
+    """The absolute path of `rel` inside a trial dir; refuses anything that could leave the job dir."""
+    if not job_dir:
+        raise UnsafePath("the experiment has no job dir path")
+    for part in (trial_path, rel):
+        p = PurePosixPath(part.replace("\\", "/"))
+        if p.is_absolute() or ".." in p.parts or "\x00" in part:
+            raise UnsafePath(f"refused {trial_path}/{rel}: the path leaves the job dir")
+    return posixpath.join(job_dir, trial_path, rel)
+
+
+def score_effect(t: Trial) -> str:
+    """What this attempt does to the score (DESIGN 3 bias notes): decided by reward presence."""
+    if t.status == TrialStatus.running:
+        return "running: not in the score yet"
+    if t.parse_error:
+        return ("result.json unreadable: counted as errored; Harbor's resume leaves it on disk and runs the "
+                "task again under a new name — a source of duplicates")
+    exc = t.exception_type
+    if t.reward is not None:
+        if exc:
+            return (f"has a reward ({fmt_reward(t.reward)}): a valid measurement despite {exc} — "
+                    "it counts as is; do not re-run")
+        return f"valid: counts with reward {fmt_reward(t.reward)}"
+    if exc is None:
+        return "no reward and no exception: an invalid error; re-run it"
+    cls = t.failure_class or ""
+    if cls == "verifier_failed" or exc in ("AgentTimeoutError", "VerificationNotCompletedError"):
+        return ("no reward: the verifier never ran; the true score is ≈ 0 — Harbor's mean drops it "
+                "(biased up) while the leaderboard counts it as 0")
+    if cls in ("sandbox_failed", "model_provider_failed") or exc.startswith("Daytona"):
+        return ("infra error without a reward: uncorrelated with solvability, so dropping it is ~unbiased; "
+                "re-run for completeness, never impute 0")
+    if cls == "cancelled":
+        return "cancelled without a reward: Harbor's resume re-runs it"
+    return "no reward: errored — dropped from Harbor's mean; read the traceback"
+
+
+class _DiagnoseRead(Message):
+    def __init__(self, path: str, info: DiagnoseInfo) -> None:
+        super().__init__()
+        self.path = path
+        self.info = info
+
+
+class _AgentFiles(Message):
+    def __init__(self, path: str, files: list[str], error: str | None) -> None:
+        super().__init__()
+        self.path = path
+        self.files = files
+        self.error = error
+
+
+class TrialsScreen(Screen[None]):
+    SCREEN_ID = "trials"
+    CSS_PATH = "trials.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings_for("trials")]
+
+    def __init__(self, key: str, *, clock: Callable[[], datetime] | None = None,
+                 poll_interval: float = 0.5) -> None:
+        super().__init__()
+        self.key = key
+        self._clock = clock
+        self.poll_interval = poll_interval
+        self.experiment: Experiment | None = None
+        self.trials: list[Trial] = []  # sorted by task, attempt
+        self.rows: list[int] = []  # indices into self.trials that the table shows
+        self.groups: list[Group] = []
+        self.grouped = False
+        self.status_filter: TrialStatus | None = None
+        self.focus_filter: tuple[str, str] | None = None  # ("task"|"group", value)
+        self.file_kind = "log"
+        self._agent_files: list[str] = []
+        self._agent_index = -1
+        self._group_counts: Counter[str] = Counter()
+        self._selected_path: str | None = None
+        self._opened_key: tuple[str, str] | None = None
+        self._select_timer: Timer | None = None
+        self._panel = "log"
+        self.first_frame_at: float | None = None
+
+    # ------------------------------------------------------------------ host
+    @property
+    def host(self) -> TrialsHost:
+        return cast(TrialsHost, self.app)
+
+    def now(self) -> datetime:
+        if self._clock is not None:
+            return self._clock()
+        app_now = getattr(self.app, "now", None)
+        return app_now() if callable(app_now) else datetime.now(UTC)
+
+    def fs(self) -> JobFS:
+        return cast(JobFS, self.host.source_for(self.key).fs())
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        if hasattr(self.app, "scan_state"):
+            from tui.chrome import ConsoleHeader
+
+            yield ConsoleHeader("Trials")
+        yield Static("", id="trials-title", classes="status-line")
+        with Container(id="trials-body"):
+            yield VirtualTable(id="trials-table")
+            with Container(id="trials-panels"):
+                yield LogTail(id="trials-log", poll_interval=self.poll_interval)
+                yield DiagnosePanel(id="trials-diagnose")
+        yield Footer()
+
+    @property
+    def table(self) -> VirtualTable:
+        return self.query_one("#trials-table", VirtualTable)
+
+    @property
+    def log_tail(self) -> LogTail:
+        return self.query_one("#trials-log", LogTail)
+
+    @property
+    def diagnose(self) -> DiagnosePanel:
+        return self.query_one("#trials-diagnose", DiagnosePanel)
+
+    def on_mount(self) -> None:
+        self._apply_layout(self.app.size.width, self.app.size.height)
+        self.load_experiment()
+        self.table.focus()
+
+    def on_resize(self, event: Resize) -> None:
+        self._apply_layout(event.size.width, event.size.height)
+
+    def _apply_layout(self, width: int, height: int) -> None:
+        compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+        self.set_class(compact, "-compact")
+        self.set_class(self._panel == "diagnose", "-show-diagnose")
+
+    # ------------------------------------------------------------------ data
+    def load_experiment(self) -> None:
+        exp = self.host.experiment(self.key)
+        self.experiment = exp
+        if exp is None:
+            self.trials = []
+            self._group_counts = Counter()
+        else:
+            self.trials = sorted(exp.trials, key=lambda t: (t.task_name, t.attempt, t.trial_name))
+            self._group_counts = Counter(group_key(t) for t in self.trials)
+        self.refresh_rows()
+
+    def refresh_rows(self, keep_path: str | None = None) -> None:
+        """Recompute what the table shows from the filters; keeps the cursor on the same trial."""
+        keep_path = keep_path or self._selected_path
+        table = self.table
+        if self.grouped:
+            pool = self._filtered(with_focus=False)
+            self.groups = build_groups([self.trials[i] for i in pool])
+            total = len(pool)
+            groups = self.groups
+            table.empty_text = "no trials"
+            table.set_data(GROUP_COLUMNS, len(groups), lambda i: group_cells(groups[i], total), cursor=0)
+        else:
+            self.rows = self._filtered(with_focus=True)
+            trials, rows = self.trials, self.rows
+            cursor = 0
+            if keep_path is not None:
+                for n, i in enumerate(rows):
+                    if trials[i].path == keep_path:
+                        cursor = n
+                        break
+            now = self.now()
+            table.empty_text = "no trials match" if self.trials else (
+                "no such experiment (gone from the source?)" if self.experiment is None else "no trials yet")
+            columns = trial_columns(trials)
+            table.set_data(columns, len(rows), lambda n: trial_cells(trials[rows[n]], now), cursor=cursor)
+            if not rows:
+                self._show_selection(None)
+        self._update_title()
+
+    def _filtered(self, with_focus: bool) -> list[int]:
+        status = self.status_filter
+        focus = self.focus_filter if with_focus else None
+        trials = self.trials
+        if status is None and focus is None:
+            return list(range(len(trials)))
+        out = []
+        for i, t in enumerate(trials):
+            if status is not None and t.status != status:
+                continue
+            if focus is not None:
+                kind, value = focus
+                if kind == "task" and t.task_name != value:
+                    continue
+                if kind == "group" and group_key(t) != value:
+                    continue
+            out.append(i)
+        return out
+
+    def _update_title(self) -> None:
+        exp = self.experiment
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if exp is None:
+            text.append(f"{self.key.split('::')[-1]}: not in the current snapshot", style="bold red")
+        else:
+            text.append(exp.id, style="bold")
+            n = Counter(t.status for t in self.trials)
+            text.append(f"  {len(self.trials):,} attempts · ")
+            text.append(f"{n[TrialStatus.valid]:,} valid", style="green")
+            text.append(" · ")
+            text.append(f"{n[TrialStatus.errored]:,} errored", style="red")
+            text.append(" · ")
+            text.append(f"{n[TrialStatus.running]:,} running", style="yellow")
+        shown = []
+        if self.grouped:
+            shown.append("grouped by exception")
+        if self.status_filter is not None:
+            shown.append(f"status={self.status_filter.value}")
+        if self.focus_filter is not None:
+            kind, value = self.focus_filter
+            shown.append(f"{'task' if kind == 'task' else 'outcome'}={value}")
+        if shown:
+            text.append("  │ ", style="dim")
+            text.append(" · ".join(shown), style="bold")
+            if not self.grouped:
+                text.append(f" ({len(self.rows):,} shown, esc clears)", style="dim")
+        self.query_one("#trials-title", Static).update(text)
+
+    @on(SnapshotUpdated)
+    def _on_snapshot(self, message: SnapshotUpdated) -> None:
+        self.load_experiment()
+        # the selected trial may have finished: re-read its diagnosis
+        trial = self.selected_trial()
+        if trial is not None:
+            self._load_diagnose(trial)
+
+    # ------------------------------------------------------------------ selection
+    def selected_trial(self) -> Trial | None:
+        if self.grouped or not self.rows:
+            return None
+        cursor = self.table.cursor
+        if 0 <= cursor < len(self.rows):
+            return self.trials[self.rows[cursor]]
+        return None
+
+    @on(VirtualTable.Highlighted, "#trials-table")
+    def _on_highlighted(self, message: VirtualTable.Highlighted) -> None:
+        if self.grouped:
+            return
+        if self._select_timer is not None:
+            self._select_timer.stop()
+        self._select_timer = self.set_timer(SELECT_DELAY, self._select_now)
+
+    def _select_now(self) -> None:
+        self._select_timer = None
+        self._show_selection(self.selected_trial())
+
+    @on(VirtualTable.Selected, "#trials-table")
+    def _on_selected(self, message: VirtualTable.Selected) -> None:
+        if self.grouped:
+            group = self.groups[message.index]
+            self.grouped = False
+            self.focus_filter = ("group", group.key)
+            self.refresh_rows()
+            return
+        self._select_now()
+        if self._panel == "log":
+            self.log_tail.view.focus()
+        else:
+            self.diagnose.focus()
+
+    def _show_selection(self, trial: Trial | None) -> None:
+        if trial is None:
+            self._selected_path = None
+            self._opened_key = None
+            self.log_tail.clear("no trial selected")
+            self.diagnose.show(None, "no trial selected")
+            return
+        changed = trial.path != self._selected_path
+        self._selected_path = trial.path
+        if changed:
+            self._agent_files = []
+            self._agent_index = -1
+            if self.file_kind == "agent":
+                self.file_kind = "log"
+        self._open_file(trial)
+        if changed:
+            self._load_diagnose(trial)
+
+    def _open_file(self, trial: Trial) -> None:
+        if self.file_kind == "agent":
+            if not self._agent_files:
+                self._list_agent_files(trial)
+                return
+            rel = f"agent/{self._agent_files[self._agent_index % len(self._agent_files)]}"
+        else:
+            rel = TRIAL_FILES[self.file_kind]
+        key = (trial.path, rel)
+        if key == self._opened_key:
+            return
+        self._opened_key = key
+        exp = self.experiment
+        title = f"{trial.trial_name}/{rel}"
+        try:
+            path = trial_file(exp.path if exp else "", trial.path, rel)
+        except UnsafePath as exc:
+            self.log_tail.open(ErrorReader(str(exc)), title)
+            return
+        self.log_tail.open(FSReader(self.fs(), path), title)
+
+    # ------------------------------------------------------------------ workers (IO only)
+    @work(exclusive=True, group="trials-diagnose", exit_on_error=False)
+    async def _load_diagnose(self, trial: Trial) -> None:
+        exp = self.experiment
+        info = DiagnoseInfo(
+            title=trial.trial_name,
+            status=trial.status.value,
+            reward=fmt_reward(trial.reward),
+            exception_type=trial.exception_type,
+            exception_message=trial.exception_message,
+            failure_class=trial.failure_class,
+            meaning=FAILURE_CLASS_MEANING.get(trial.failure_class or "") if trial.failure_class else None,
+            score_note=score_effect(trial),
+        )
+        key = group_key(trial)
+        if trial.exception_type or trial.parse_error or trial.status == TrialStatus.errored:
+            info.same_count = max(0, self._group_counts.get(key, 0) - 1)
+            info.same_label = f"failed the same way ({key})"
+        if trial.parse_error:
+            info.problems.append(f"result.json: {trial.parse_error}")
+        try:
+            fs = self.fs()
+            job = exp.path if exp else ""
+            result_path = trial_file(job, trial.path, "result.json")
+            exc_path = trial_file(job, trial.path, "exception.txt")
+            out_path = trial_file(job, trial.path, "verifier/test-stdout.txt")
+        except (UnsafePath, KeyError) as exc:
+            info.problems.append(str(exc))
+            self.post_message(_DiagnoseRead(trial.path, info))
+            return
+        # the traceback: exception.txt first, else the result's exception_info
+        try:
+            st = await fs.stat(exc_path)
+            if st is not None and not st.is_dir:
+                start = max(0, st.size - 64 * 1024)
+                info.traceback = (await fs.read_bytes(exc_path, start, st.size - start)).decode(
+                    "utf-8", errors="replace")
+        except Exception as exc:
+            info.problems.append(f"exception.txt: {exc}")
+        if trial.status != TrialStatus.running:
+            try:
+                st = await fs.stat(result_path)
+                if st is not None and st.size <= MAX_RESULT_BYTES:
+                    parsed = TrialResultFile.model_validate(load_json(await fs.read_bytes(result_path)))
+                    ei: ExceptionInfo | None = parsed.exception_info
+                    if ei is not None:
+                        info.exception_type = info.exception_type or ei.exception_type
+                        info.exception_message = info.exception_message or ei.exception_message
+                        if not info.traceback and ei.exception_traceback:
+                            info.traceback = ei.exception_traceback
+                elif st is None:
+                    info.problems.append("result.json: missing")
+            except Exception as exc:
+                if not trial.parse_error:
+                    info.problems.append(f"result.json: {str(exc).splitlines()[0][:160]}")
+        try:
+            st = await fs.stat(out_path)
+            if st is not None and not st.is_dir:
+                start = max(0, st.size - VERIFIER_EXCERPT_BYTES)
+                data = await fs.read_bytes(out_path, start, st.size - start)
+                text = data.decode("utf-8", errors="replace")
+                if start > 0:
+                    text = "…" + text[text.find("\n"):] if "\n" in text else text
+                info.verifier_excerpt = text
+                info.verifier_label = "verifier/test-stdout.txt (tail)"
+        except Exception as exc:
+            info.problems.append(f"verifier output: {exc}")
+        self.post_message(_DiagnoseRead(trial.path, info))
+
+    @work(exclusive=True, group="trials-agent-files", exit_on_error=False)
+    async def _list_agent_files(self, trial: Trial) -> None:
+        exp = self.experiment
+        try:
+            agent_dir = trial_file(exp.path if exp else "", trial.path, "agent")
+            names = await self.fs().list_dir(agent_dir)
+        except FileNotFoundError:
+            self.post_message(_AgentFiles(trial.path, [], "no agent/ dir"))
+            return
+        except Exception as exc:
+            self.post_message(_AgentFiles(trial.path, [], str(exc)))
+            return
+        files = [n for n in names if n.endswith((".txt", ".log")) or n == "trajectory.json"]
+        # the trajectory first: it is what people open most
+        files.sort(key=lambda n: (n != "trajectory.json", n))
+        self.post_message(_AgentFiles(trial.path, files, None))
+
+    # ------------------------------------------------------------------ handlers
+    @on(_DiagnoseRead)
+    def _on_diagnose_read(self, message: _DiagnoseRead) -> None:
+        if message.path == self._selected_path:
+            self.diagnose.show(message.info)
+
+    @on(_AgentFiles)
+    def _on_agent_files(self, message: _AgentFiles) -> None:
+        trial = self.selected_trial()
+        if trial is None or trial.path != message.path or self.file_kind != "agent":
+            return
+        if not message.files:
+            self._opened_key = None
+            self.log_tail.clear(f"{trial.trial_name}/agent: {message.error or 'no agent logs'}")
+            return
+        self._agent_files = message.files
+        self._agent_index = 0
+        self._open_file(trial)
+
+    # ------------------------------------------------------------------ actions
+    def action_group_by_exception(self) -> None:
+        self.grouped = not self.grouped
+        if self.grouped:
+            self.focus_filter = None
+        self.refresh_rows()
+
+    def action_cycle_status(self) -> None:
+        i = STATUS_CYCLE.index(self.status_filter)
+        self.status_filter = STATUS_CYCLE[(i + 1) % len(STATUS_CYCLE)]
+        self.refresh_rows()
+
+    def action_task_attempts(self) -> None:
+        trial = self.selected_trial()
+        if self.focus_filter is not None and self.focus_filter[0] == "task":
+            self.focus_filter = None
+        elif trial is not None:
+            self.focus_filter = ("task", trial.task_name)
+            self.status_filter = None
+        self.refresh_rows()
+
+    def action_same_failure(self) -> None:
+        trial = self.selected_trial()
+        if trial is None:
+            return
+        key = group_key(trial)
+        if not (trial.exception_type or trial.parse_error or trial.status == TrialStatus.errored):
+            self.notify("the selected trial did not fail", severity="warning")
+            return
+        self.focus_filter = ("group", key)
+        self.status_filter = None
+        self.refresh_rows()
+
+    def action_toggle_panel(self) -> None:
+        self._panel = "diagnose" if self._panel == "log" else "log"
+        self.set_class(self._panel == "diagnose", "-show-diagnose")
+
+    def action_show_file(self, kind: str) -> None:
+        trial = self.selected_trial()
+        if kind == "agent" and self.file_kind == "agent" and self._agent_files:
+            self._agent_index = (self._agent_index + 1) % len(self._agent_files)
+        self.file_kind = kind
+        self._panel = "log"
+        self.set_class(False, "-show-diagnose")
+        if trial is not None:
+            self._open_file(trial)
+
+    def action_search_log(self) -> None:
+        self._panel = "log"
+        self.set_class(False, "-show-diagnose")
+        self.log_tail.action_search()
+
+    def action_log_match(self, direction: int) -> None:
+        self.log_tail._step_match(direction)
+
+    def action_log_wrap(self) -> None:
+        self.log_tail.action_toggle_wrap()
+
+    def action_back(self) -> None:
+        if self.grouped or self.status_filter is not None or self.focus_filter is not None:
+            self.grouped = False
+            self.status_filter = None
+            self.focus_filter = None
+            self.refresh_rows()
+            return
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
