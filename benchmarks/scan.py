@@ -11,17 +11,17 @@ import gc
 import glob
 import json
 import os
+import resource
 import sys
 import time
-import resource
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.synth import touch_results, write_job  # noqa: E402
-from services.audit import audit_experiment  # noqa: E402
-from services.policy import Policy  # noqa: E402
-from services.sources.harbor import HarborSource  # noqa: E402
+from benchmarks.synth import touch_results, write_job
+from services.audit import audit_experiment
+from services.policy import Policy
+from services.sources.harbor import HarborSource
 
 
 def drop_caches() -> bool:

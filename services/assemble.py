@@ -11,15 +11,17 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from services.harbor_files import JobConfigFile, JobResultFile
 from services.models import Experiment, State, Trial, TrialCounts, TrialStatus
 from services.policy import Policy
 
 _FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def as_utc(dt: datetime | None) -> datetime | None:
@@ -41,7 +43,7 @@ def _set(t: Trial, name: str, value: object) -> None:
     t.__dict__[name] = value
 
 
-def parse_job_file(data: bytes | None, model: type, name: str, problems: list[str]):  # type: ignore[no-untyped-def]
+def parse_job_file(data: bytes | None, model: type[_M], name: str, problems: list[str]) -> _M | None:
     if data is None:
         return None
     try:

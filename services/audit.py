@@ -73,8 +73,8 @@ def _check_score(exp: Experiment, kept_valid: int) -> Check:
         return Check(id="score", title=title, status=FAIL,
                      evidence=f"score 0 with {kept_valid} valid of {expected or '?'} expected trials: "
                      "the eval never reached the model", action="fix the endpoint and re-run")
-    return Check(id="score", title=title, status=PASS,
-                 evidence=f"score {score:.4f} at {where}" + (" (0 with trials that ran is a real 0)" if score == 0 else ""))
+    real_zero = " (0 with trials that ran is a real 0)" if score == 0 else ""
+    return Check(id="score", title=title, status=PASS, evidence=f"score {score:.4f} at {where}{real_zero}")
 
 
 def _check_valid(exp: Experiment, policy: Policy, kept: list[Trial], deduped: bool) -> Check:
@@ -89,7 +89,7 @@ def _check_valid(exp: Experiment, policy: Policy, kept: list[Trial], deduped: bo
                      action="add the benchmark to policy.benchmark_sizes in the config")
     frac = valid_kept / c.expected
     ev = f"{valid_kept} valid of {c.expected} expected ({_pct(frac)}; n_rep {n_rep}"
-    ev += f" from the job config)" if exp.n_rep_source == "config" else f", the default: no job config)"
+    ev += " from the job config)" if exp.n_rep_source == "config" else ", the default: no job config)"
     if deduped:
         ev += f"; on disk {c.valid} valid in {c.total} attempts, counted after dedupe"
     if frac >= policy.valid_fraction_min:
@@ -133,7 +133,8 @@ def _check_error_gate(exp: Experiment, policy: Policy, kept: list[Trial], dedupe
     frac = len(invalid) / len(finished)
     types = Counter(t.exception_type or ("unreadable result.json" if t.parse_error else "no reward") for t in invalid)
     top = ", ".join(f"{k} ×{v}" for k, v in types.most_common(3))
-    ev = f"{len(invalid)} invalid errors / {len(finished)} attempts = {_pct(frac)} (limit {_pct(policy.error_fraction_max)})"
+    limit = _pct(policy.error_fraction_max)
+    ev = f"{len(invalid)} invalid errors / {len(finished)} attempts = {_pct(frac)} (limit {limit})"
     if top:
         ev += f": {top}"
     if deduped:

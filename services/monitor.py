@@ -242,6 +242,8 @@ class ExperimentSeries:
     active: dict[str, MonitorWarning] = field(default_factory=dict)
     fired: deque[MonitorWarning] = field(default_factory=lambda: deque(maxlen=200))
     first_seen: dict[str, float] = field(default_factory=dict)
+    # path -> (mtime, outcome, finished at, valid) of finished trials, reused across polls
+    done: dict[str, tuple[float | None, float, float | None, bool]] = field(default_factory=dict)
 
     def values(self, state: str) -> list[int]:
         return [s.count(state) for s in self.samples]
@@ -321,6 +323,10 @@ class MonitorState:
         finished_in_window = 0
         window_start = now - self.window_s
         by_task: dict[str, list[float]] = {}
+        baseline = pick_baseline(exp, self.baselines)
+        per_task = baseline is not None and bool(baseline.tasks)
+        done_cache = series.done
+        done_now: dict[str, tuple[float | None, float, float | None, bool]] = {}
         for t in exp.trials:
             if t.copy_of is not None:
                 continue
@@ -343,14 +349,20 @@ class MonitorState:
                     )
                 )
                 continue
-            o = _outcome(t)
+            # a finished trial's figures only change when its files do: reuse them across polls
+            d = done_cache.get(t.path)
+            if d is None or d[0] != t.mtime:
+                d = (t.mtime, _outcome(t), _ts(t.finished_at) or t.mtime, t.status == TrialStatus.valid)
+            done_now[t.path] = d
+            o = d[1]
             successes += o
-            if t.status == TrialStatus.valid:
+            if d[3]:
                 valid_sum += o
-            by_task.setdefault(t.task_name, []).append(o)
-            done_at = _ts(t.finished_at) or t.mtime
-            if done_at is not None and window_start < done_at <= now:
+            if per_task:
+                by_task.setdefault(t.task_name, []).append(o)
+            if d[2] is not None and window_start < d[2] <= now:
                 finished_in_window += 1
+        series.done = done_now
         # trials that finished or vanished need no start time any more
         for gone in set(series.first_seen) - live_paths:
             del series.first_seen[gone]
@@ -389,7 +401,6 @@ class MonitorState:
             cost_usd=exp.cost_usd,
         )
         series.samples.append(sample)
-        baseline = pick_baseline(exp, self.baselines)
         alignment = _align(baseline, by_task, successes, finished) if baseline else None
         reading = Reading(
             key=key,

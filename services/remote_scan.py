@@ -79,19 +79,22 @@ def fkey(path):
     try:
         st = os.stat(path)
     except OSError:
-        return None
+        return [-2, -2] if os.path.lexists(path) else None
     if not stat.S_ISREG(st.st_mode):
         return [-1, -1]
     return [st.st_mtime_ns, st.st_size]
 
 
-def read(path):
+def read(path, key=None):
     try:
-        if os.path.getsize(path) > MAXB:
+        size = key[1] if key is not None and key[1] >= 0 else os.path.getsize(path)
+        if size > MAXB:
             return None, "%s is larger than %d MiB" % (os.path.basename(path), MAXB >> 20)
         with open(path, "rb") as fh:
             return fh.read(), None
     except FileNotFoundError:
+        if os.path.lexists(path):
+            return None, "%s unreadable: a symlink to a missing file" % os.path.basename(path)
         return None, None
     except OSError as exc:
         return None, "%s unreadable: %s" % (os.path.basename(path), exc.strerror or exc)
@@ -109,6 +112,13 @@ def blob(data):
 def is_trial_dir(path):
     return os.path.lexists(os.path.join(path, "config.json")) or os.path.lexists(
         os.path.join(path, "result.json"))
+
+
+def trial_key(path):
+    rkey = fkey(path + "/result.json")
+    if rkey is not None:
+        return True, rkey
+    return is_trial_dir(path), None
 
 
 def json_keys(path):
@@ -157,7 +167,10 @@ def discover(job_dir, problems):
         problems.append("cannot list %s: %s" % (job_dir, exc.strerror or exc))
         return
     for entry in top:
-        if entry.name == QUAR or entry.name.startswith("."):
+        if entry.name == QUAR:
+            continue
+        hidden = entry.name.startswith(".")
+        if hidden and not (entry.is_dir(follow_symlinks=False) and is_trial_dir(entry.path)):
             continue
         if entry.is_symlink():
             target = os.path.realpath(entry.path)
@@ -168,8 +181,9 @@ def discover(job_dir, problems):
             continue
         if not entry.is_dir(follow_symlinks=False):
             continue
-        if is_trial_dir(entry.path):
-            yield entry.name, entry.path, entry.name
+        is_trial, rkey = trial_key(entry.path)
+        if is_trial:
+            yield entry.name, entry.path, entry.name, rkey
             continue
         try:
             inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
@@ -179,8 +193,10 @@ def discover(job_dir, problems):
             if sub.is_symlink():
                 problems.append("%s/%s: symlink; not followed" % (entry.name, sub.name))
                 continue
-            if sub.is_dir(follow_symlinks=False) and is_trial_dir(sub.path):
-                yield entry.name + "/" + sub.name, sub.path, sub.name
+            if sub.is_dir(follow_symlinks=False):
+                is_trial, rkey = trial_key(sub.path)
+                if is_trial:
+                    yield entry.name + "/" + sub.name, sub.path, sub.name, rkey
 
 
 def fingerprint(rel, kind, key):
@@ -236,8 +252,7 @@ def scan_job(job_dir, have):
                     break
     rows = []
     buckets = {}
-    for rel, path, name in locs:
-        rkey = fkey(os.path.join(path, "result.json"))
+    for rel, path, name, rkey in locs:
         ckey = None
         if rkey is None:
             ckey = fkey(os.path.join(path, "config.json"))
@@ -258,15 +273,17 @@ def scan_job(job_dir, have):
         if nb and b not in stale:
             continue
         if rkey is not None:
-            ckey = fkey(os.path.join(path, "config.json"))
+            ckey = fkey(path + "/config.json")
         row = {"t": "tr", "rel": rel, "name": name, "rk": rkey, "ck": ckey}
+        rdata = None
         if rkey is not None:
-            data, err = read(os.path.join(path, "result.json"))
-            row["r"] = blob(data)
+            rdata, err = read(os.path.join(path, "result.json"), rkey)
+            row["r"] = blob(rdata)
             if err:
                 row["re"] = err
-        if ckey is not None:
-            data, _ = read(os.path.join(path, "config.json"))
+        # a finished trial names itself and its task in result.json; its config is not needed
+        if ckey is not None and (rdata is None or b'"task_name"' not in rdata):
+            data, _ = read(os.path.join(path, "config.json"), ckey)
             row["c"] = blob(data)
         emit(row)
 

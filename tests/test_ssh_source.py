@@ -26,7 +26,8 @@ _SKIP_FIELDS = {"source", "source_label"}
 
 def _dump(exp: Experiment) -> tuple[dict, list[dict]]:
     data = {k: v for k, v in exp.model_dump().items() if k not in _SKIP_FIELDS}
-    return data, [t.model_dump() for t in exp.trials]
+    # a local rescan appends re-read trials after reused ones; the figures do not depend on order
+    return data, sorted((t.model_dump() for t in exp.trials), key=lambda t: t["path"])
 
 
 def assert_same(local: Snapshot, remote: Snapshot) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -103,7 +104,9 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     fmt = args.format or ("table" if out.isatty() else "json")
     progress = Progress(args.progress or ("text" if err.isatty() else "none"), err)
     read_only = bool(args.read_only or config.read_only)
-    console = Console(file=out, width=None if out.isatty() else 160, no_color=not out.isatty())
+    # piped tables keep whole lines (COLUMNS, else wide) so grep and diff see one row per line
+    width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
+    console = Console(file=out, width=width, no_color=not out.isatty())
     cmd = args.command
     if cmd == "dedupe" and args.apply and read_only:
         err.write("evaldesk: --apply refused: read-only mode is on (--read-only or read_only = true in config)\n")
@@ -171,14 +174,16 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
         for row in rows:
             out.write(_dump(row) + "\n")
     else:
-        t = Table(title=f"{len(rows)} experiment(s)", expand=False)
+        t = Table(title=f"{len(rows)} experiment(s)", title_justify="left", expand=False)
         for col in ("id", "benchmark", "model", "state", "valid/exp", "score", "err%", "verdict", "age"):
             t.add_column(col, overflow="fold")
         for (_, e), row in zip(exps, rows, strict=True):
-            t.add_row(e.id, row["benchmark"] or "-", row["model"] or "-", row["state"],
-                      f"{row['valid']}/{row['expected'] or '?'}",
-                      "-" if row["score"] is None else f"{row['score']:.3f}", _pct(row["error_fraction"]),
-                      row["verdict"], _age(e.updated_at or e.started_at, now))
+            err_frac = row["error_fraction"]
+            t.add_row(e.id, e.benchmark or "-", e.model or "-", e.state.value,
+                      f"{e.counts.valid}/{e.counts.expected or '?'}",
+                      "-" if e.score is None else f"{e.score:.3f}",
+                      _pct(err_frac if isinstance(err_frac, float) else None),
+                      str(row["verdict"]), _age(e.updated_at or e.started_at, now))
         console.print(t)
     return worst
 
@@ -224,7 +229,7 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
         for e, t in selected:
             out.write(_dump(trial_json(e, t)) + "\n")
     else:
-        tb = Table(title=f"{len(selected)} trial attempt(s)", expand=False)
+        tb = Table(title=f"{len(selected)} trial attempt(s)", title_justify="left", expand=False)
         for col in ("experiment", "task", "trial", "#", "reward", "status", "exception", "class", "dur"):
             tb.add_column(col, overflow="fold")
         for e, t in selected:

@@ -347,9 +347,17 @@ class LogTail(Vertical):
 
     def scroll_to_end(self) -> None:
         view = self.view
-        view.scroll_to(y=max(0, self._visual_count() - view.size.height), animate=False, immediate=True, force=True)
+        view.scroll_to(y=view.max_scroll_y, animate=False, immediate=True, force=True)
         self._new_since_unfollow = 0
         self._update_status()
+        # a horizontal scrollbar appearing with these lines takes a row: settle after layout
+        self.call_after_refresh(self._settle_end)
+
+    def _settle_end(self) -> None:
+        if self.follow and self.is_mounted:
+            view = self.view
+            if view.scroll_y != view.max_scroll_y:
+                view.scroll_to(y=view.max_scroll_y, animate=False, immediate=True, force=True)
 
     # ------------------------------------------------------------------ workers (IO only)
     @work(exclusive=True, group="logtail-open", exit_on_error=False)
@@ -650,6 +658,8 @@ class LogTail(Vertical):
     def on_resize(self, event: events.Resize) -> None:
         if self.wrap:
             self._relayout(keep_bottom=self.follow)
+        elif self.follow:
+            self.call_after_refresh(self._settle_end)
 
     # ------------------------------------------------------------------ layout and rendering
     def _wrap_width(self) -> int:

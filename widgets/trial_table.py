@@ -141,7 +141,7 @@ class VirtualTable(ScrollView, can_focus=True):
     def watch_cursor(self, old: int, new: int) -> None:
         if not self.is_mounted:
             return
-        body = max(1, self.size.height - 1)
+        body = self.body_height
         if new < self.scroll_y:
             self.scroll_to(y=new, animate=False, immediate=True, force=True)
         elif new >= self.scroll_y + body:
@@ -150,6 +150,11 @@ class VirtualTable(ScrollView, can_focus=True):
         if self.row_count:
             self.post_message(self.Highlighted(self, new))
 
+    @property
+    def body_height(self) -> int:
+        """Rows of data on screen (the header line and any scrollbar excluded)."""
+        return max(1, self.scrollable_content_region.height - 1)
+
     def action_cursor_up(self) -> None:
         self.cursor -= 1
 
@@ -157,10 +162,10 @@ class VirtualTable(ScrollView, can_focus=True):
         self.cursor += 1
 
     def action_page_up_rows(self) -> None:
-        self.cursor -= max(1, self.size.height - 2)
+        self.cursor -= self.body_height
 
     def action_page_down_rows(self) -> None:
-        self.cursor += max(1, self.size.height - 2)
+        self.cursor += self.body_height
 
     def action_first_row(self) -> None:
         self.cursor = 0
@@ -283,7 +288,7 @@ def trial_columns(trials: Sequence[Trial]) -> list[Column]:
     """Columns sized to the data (capped), so 80 columns show the most useful part first."""
     task_w = min(32, max((len(t.task_name) for t in trials), default=4))
     trial_w = min(42, max((len(t.trial_name) for t in trials), default=5))
-    exc_w = min(30, max((len(t.exception_type or "") for t in trials), default=9))
+    exc_w = min(26, max((len(t.exception_type or "") for t in trials), default=9))
     cls_w = min(22, max((len(t.failure_class or "") for t in trials), default=5))
     return [
         Column("task", "task", max(4, task_w)),
