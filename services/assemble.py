@@ -188,7 +188,7 @@ def assemble_experiment(
 
     # n_rep: the job config's n_attempts; absent from a Harbor config means Harbor's default 1.
     if cfg is not None:
-        n_rep = cfg.n_attempts or 1
+        n_rep = cfg.n_attempts if cfg.n_attempts is not None else 1
         if n_rep < 1:
             problems.append(f"config.json n_attempts = {n_rep} is not a positive count; using Harbor's default 1")
             n_rep = 1

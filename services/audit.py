@@ -10,6 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from services.assemble import count_trials, is_invalid_error
+from services.harbor_files import NO_REWARD_NOR_EXCEPTION
 from services.models import AuditReport, Check, CheckStatus, Experiment, State, Trial, TrialStatus, Verdict
 from services.policy import HASH_BENCHMARK_RE, NUMERIC_MODEL_RE, Policy
 from services.remediations.dedupe import select_keep
@@ -131,7 +132,7 @@ def _check_error_gate(exp: Experiment, policy: Policy, kept: list[Trial], dedupe
         return Check(id="error_gate", title=title, status=SKIP, evidence="no finished attempts yet"), None
     invalid = [t for t in finished if is_invalid_error(t, policy)]
     frac = len(invalid) / len(finished)
-    types = Counter(t.exception_type or ("unreadable result.json" if t.parse_error else "no reward") for t in invalid)
+    types = Counter(_invalid_kind(t) for t in invalid)
     top = ", ".join(f"{k} ×{v}" for k, v in types.most_common(3))
     limit = _pct(policy.error_fraction_max)
     ev = f"{len(invalid)} invalid errors / {len(finished)} attempts = {_pct(frac)} (limit {limit})"
@@ -143,6 +144,14 @@ def _check_error_gate(exp: Experiment, policy: Policy, kept: list[Trial], dedupe
         return Check(id="error_gate", title=title, status=FAIL, evidence=ev,
                      action="resume the errored trials; de-register the row if a partial was registered"), frac
     return Check(id="error_gate", title=title, status=PASS, evidence=ev), frac
+
+
+def _invalid_kind(t: Trial) -> str:
+    if t.exception_type:
+        return t.exception_type
+    if t.parse_error and t.parse_error != NO_REWARD_NOR_EXCEPTION:
+        return "unreadable result.json"
+    return "no reward"
 
 
 def _check_model(exp: Experiment) -> Check:

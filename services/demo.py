@@ -127,6 +127,8 @@ def build_jobs(now: datetime = DEMO_NOW, seed: int = 7) -> list[DemoJob]:
     trials = []
     for i, task in enumerate(swe[:70]):
         st = start + timedelta(minutes=i * 1.6)
+        if i == 62:  # one trial far past the 25 min inference timeout
+            st = now - timedelta(minutes=45)
         if i >= 62:
             trials.append(DemoTrial(task, None, running=True, started=st))
             continue
@@ -266,7 +268,8 @@ def write_demo(root: str | Path, now: datetime = DEMO_NOW, seed: int = 7) -> lis
                 "job_id": str(uuid.UUID(int=rng.getrandbits(128))),
             }
             (tdir / "config.json").write_text(json.dumps(trial_cfg, indent=4))
-            (tdir / "trial.log").write_text("\n".join(_log_lines(rng, t)) + "\n")
+            log_lines = _log_lines(rng, t)
+            (tdir / "trial.log").write_text("\n".join(log_lines) + "\n")
             (tdir / "agent").mkdir()
             (tdir / "agent" / "trajectory.json").write_text(json.dumps({
                 "schema_version": "ATIF-v1.2", "session_id": str(uuid.UUID(int=rng.getrandbits(128))),
@@ -274,6 +277,12 @@ def write_demo(root: str | Path, now: datetime = DEMO_NOW, seed: int = 7) -> lis
                 "steps": [{"step_id": i, "source": "agent", "message": f"step {i}"} for i in range(3)],
             }, indent=2))
             if t.running:
+                # files carry the times a live trial would have left on them, so idle and
+                # running-time figures read true
+                started = t.started.timestamp()
+                last = min(now.timestamp(), started + 20 * len(log_lines))
+                os.utime(tdir / "config.json", (started, started))
+                os.utime(tdir / "trial.log", (last, last))
                 continue
             (tdir / "verifier").mkdir()
             if t.broken is not None:

@@ -7,6 +7,7 @@ atomic write is a temporary file in the same directory followed by posix-rename.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import stat as st_mod
 import uuid
@@ -87,16 +88,15 @@ class SFTPFS:
 
     async def write_bytes_atomic(self, path: str, data: bytes) -> None:
         sftp = await self._client()
-        tmp = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.evaldesk-tmp-{uuid.uuid4().hex[:8]}")
+        name = f".{posixpath.basename(path)}.evaldesk-tmp-{uuid.uuid4().hex[:8]}"
+        tmp = posixpath.join(posixpath.dirname(path), name)
         try:
             async with sftp.open(tmp, "wb") as fh:
                 await fh.write(data)
             await sftp.posix_rename(tmp, path)
         except asyncssh.SFTPError as exc:
-            try:
+            with contextlib.suppress(asyncssh.SFTPError):
                 await sftp.remove(tmp)
-            except asyncssh.SFTPError:
-                pass
             raise OSError(f"write {path}: {exc.reason}") from None
 
     async def remove_file(self, path: str) -> None:

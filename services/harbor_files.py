@@ -171,6 +171,9 @@ class TrialConfigFile(_Lenient):
     agent: AgentConfig | None = None
 
 
+NO_REWARD_NOR_EXCEPTION = "result.json has neither a reward nor an exception"
+
+
 def load_json(data: bytes) -> Any:
     return orjson.loads(data)
 
@@ -315,5 +318,5 @@ def parse_trial(
         source=res.source,
         mtime=mtime,
         parse_error=None if reward is not None or exc_type
-        else field_problem or "result.json has neither a reward nor an exception",
+        else field_problem or NO_REWARD_NOR_EXCEPTION,
     )

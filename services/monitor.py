@@ -569,12 +569,13 @@ def _align(
     )
 
 
+_LOGGER = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)+:\s+")  # "harbor.trial: " — the logger adds nothing
 _LOG_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}[,.]?\d*\s+(?:[A-Z]+\s+)?")
 
 
 def last_line(tail: bytes) -> str:
     for raw in reversed(tail.decode("utf-8", "replace").splitlines()):
-        line = _LOG_PREFIX.sub("", raw.strip()).strip()
+        line = _LOGGER.sub("", _LOG_PREFIX.sub("", raw.strip()).strip())
         if line:
             return line[:160]
     return ""

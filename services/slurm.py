@@ -133,10 +133,10 @@ def parse_query_output(text: str) -> dict[str, SlurmJobState]:
                 )
         elif section == "scontrol":
             fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-            jid, st = fields.get("JobId"), fields.get("JobState")
-            if jid and st and jid not in out:
-                out[jid] = SlurmJobState(
-                    job_id=jid, state=st, raw=st, exit_code=fields.get("ExitCode"),
+            sc_id, sc_state = fields.get("JobId"), fields.get("JobState")
+            if sc_id and sc_state and sc_id not in out:
+                out[sc_id] = SlurmJobState(
+                    job_id=sc_id, state=sc_state, raw=sc_state, exit_code=fields.get("ExitCode"),
                     elapsed=fields.get("RunTime"), via="scontrol",
                 )
     if not found_tools:

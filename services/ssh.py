@@ -15,6 +15,7 @@ the host and the cause, never keys or passphrases.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import os
 import time
@@ -312,7 +313,7 @@ class SSHPool:
             return await asyncio.wait_for(
                 asyncssh.connect(spec.host, **kwargs), timeout=self.connect_timeout_s + 5
             )
-        except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
             message = describe(exc, spec, known_hosts, host, port)
             raise SourceUnavailable(spec.label, message) from None
 
@@ -323,12 +324,16 @@ class SSHPool:
         conn = await self.get(spec)
         try:
             result = await asyncio.wait_for(
-                conn.run(command, input=stdin, encoding=None, check=False), timeout=timeout_s
+                # no input → stdin at EOF at once, so a command that reads stdin never waits
+                conn.run(command, input=stdin, encoding=None, check=False)
+                if stdin
+                else conn.run(command, stdin=asyncssh.DEVNULL, encoding=None, check=False),
+                timeout=timeout_s,
             )
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             # The channel may still be busy; drop the link so the next scan starts clean.
-            self.mark_broken(spec, f"no answer within {timeout_s:.0f}s")
-            raise SourceUnavailable(spec.label, f"no answer within {timeout_s:.0f}s (slow host?)") from None
+            self.mark_broken(spec, f"no answer within {timeout_s:g}s")
+            raise SourceUnavailable(spec.label, f"no answer within {timeout_s:g}s (slow host?)") from None
         except (OSError, asyncssh.Error) as exc:
             message = describe(exc, spec)
             self.mark_broken(spec, message)
@@ -348,10 +353,8 @@ class SSHPool:
         for entry in self._entries.values():
             if entry.conn is not None:
                 entry.conn.close()
-                try:
+                with contextlib.suppress(TimeoutError, OSError, asyncssh.Error):
                     await asyncio.wait_for(entry.conn.wait_closed(), 2)
-                except (asyncio.TimeoutError, OSError, asyncssh.Error):
-                    pass
                 entry.conn = None
 
 

@@ -57,7 +57,7 @@ class TrialSpec:
     exception: str | None = None
     started: datetime = T0
     duration_s: float = 300.0
-    name: str | None = None
+    name: str = ""  # the trial dir name; generated the way Harbor does when empty
     subdir: str | None = None  # a staged copy sits at <subdir>/<name>
     running: bool = False
     raw_result: str | bytes | None = None  # written verbatim instead of a TrialResult
@@ -93,7 +93,9 @@ class JobBuilder:
         write_result: bool = True,
         extra_config: dict[str, Any] | None = None,
         seed: int = 1,
+        lean: bool = False,  # only config.json and result.json per trial: fast for big jobs
     ) -> None:
+        self.lean = lean
         self.root = Path(root)
         self.name = name
         self.dir = self.root / name
@@ -114,7 +116,7 @@ class JobBuilder:
     # -- building -------------------------------------------------------------------------
     def add(self, task: str, reward: Any = 1.0, exception: str | None = None, **kw: Any) -> TrialSpec:
         spec = TrialSpec(task=task, reward=reward, exception=exception, **kw)
-        if spec.name is None:
+        if not spec.name:
             spec.name = trial_dir_name(task, self.rng)
         self.trials.append(spec)
         return spec
@@ -174,7 +176,7 @@ class JobBuilder:
 
     def trial_result(self, t: TrialSpec) -> dict[str, Any]:
         end = t.started + timedelta(seconds=t.duration_s)
-        exc = None
+        exc: dict[str, Any] | None = None
         if t.exception:
             exc = {
                 "exception_type": t.exception,
@@ -276,7 +278,8 @@ class JobBuilder:
         tdir = self.dir / t.subdir / (t.name or "") if t.subdir else self.dir / (t.name or "")
         tdir.mkdir(parents=True, exist_ok=True)
         (tdir / "config.json").write_text(json.dumps(self.trial_config(t), indent=4))
-        (tdir / "trial.log").write_text(f"starting trial {t.name}\n")
+        if not self.lean:
+            (tdir / "trial.log").write_text(f"starting trial {t.name}\n")
         t.path = tdir
         if t.running:
             return tdir
@@ -284,6 +287,8 @@ class JobBuilder:
         if t.raw_result is not None:
             data = t.raw_result.encode() if isinstance(t.raw_result, str) else t.raw_result
             rpath.write_bytes(data)
+        elif self.lean:
+            rpath.write_text(json.dumps(self.trial_result(t), ensure_ascii=False))
         else:
             (tdir / "verifier").mkdir(exist_ok=True)
             if t.has_reward:
@@ -310,7 +315,8 @@ def tasks(n: int, prefix: str = "task") -> list[str]:
 def healthy_job(root: Path, name: str = "terminal_bench_2_org-Model-8B_2026-03-02__09-00-00",
                 n_tasks: int = 10, n_rep: int = 3, **kw: Any) -> JobBuilder:
     """A finished job every check passes: n_tasks × n_rep, all scored, half of them passes."""
-    job = JobBuilder(root, name, n_attempts=n_rep, **kw)
+    kw.setdefault("n_attempts", n_rep)
+    job = JobBuilder(root, name, **kw)
     for a in range(n_rep):
         for i, task in enumerate(tasks(n_tasks)):
             job.add(task, float((i + a) % 2), started=T0 + timedelta(minutes=a * 100 + i))
@@ -341,6 +347,7 @@ def tree(root: Path) -> dict[str, bytes]:
 def scan(path: Path | str, policy: Any = None) -> Any:
     """One full scan of a local path with evaldesk's Harbor source; returns the Snapshot."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from services.sources.harbor import HarborSource
 
@@ -348,7 +355,9 @@ def scan(path: Path | str, policy: Any = None) -> Any:
     try:
         return src.scan_sync()
     finally:
-        asyncio.run(src.close())
+        # close on a loop of its own: callers may be sync tests or coroutines
+        with ThreadPoolExecutor(1) as ex:
+            ex.submit(asyncio.run, src.close()).result()
 
 
 def scan_one(path: Path | str, policy: Any = None) -> Any:

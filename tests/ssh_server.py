@@ -197,4 +197,4 @@ class OpenSSHServer:
 
 
 def sshd_available() -> bool:
-    return os.path.exists(SSHD) and shutil.which("ssh-keygen") is not None or os.path.exists(SSHD)
+    return (os.path.exists(SSHD) and shutil.which("ssh-keygen") is not None) or os.path.exists(SSHD)

@@ -114,28 +114,53 @@ def test_missing_score_with_valid_trials_is_investigated_not_rerun(tmp_path: Pat
 
 # -- 4. valid count -------------------------------------------------------------------------
 
-def _write_many(tmp_path: Path, n_valid: int, n_invalid_scored: int, expected: int, name: str) -> Path:
-    """n_valid clean trials plus n_invalid_scored trials that carry a reward and a non-benign exception."""
-    job = JobBuilder(tmp_path, name, dataset="custom-bench", n_attempts=1, n_total_trials=expected)
-    names = tasks(n_valid + n_invalid_scored)
-    for i, task in enumerate(names):
-        exc = "NonZeroAgentExitCodeError" if i < n_invalid_scored else None
-        job.add(task, float(i % 2), exc, started=T0 + timedelta(seconds=i))
+def _write_many(root: Path, n_valid: int, n_errored: int, expected: int, exception: str = "DaytonaError") -> Path:
+    """n_valid scored trials plus n_errored trials that end in `exception` without a reward."""
+    job = JobBuilder(root, "custom-bench_org-M_2026-03-02__09-00-00", dataset="custom-bench", n_attempts=1,
+                     n_total_trials=expected, lean=True)
+    for i, task in enumerate(tasks(n_valid + n_errored)):
+        if i < n_errored:
+            job.add(task, None, exception, started=T0 + timedelta(seconds=i))
+        else:
+            job.add(task, float(i % 2), started=T0 + timedelta(seconds=i))
     return job.write()
 
 
+@pytest.fixture(scope="module")
+def just_under(tmp_path_factory: pytest.TempPathFactory) -> AuditReport:
+    """899 valid and 101 invalid of 1000: 89.9% valid, 10.1% errors — both just over the line."""
+    return audit(_write_many(tmp_path_factory.mktemp("edge"), 899, 101, 1000))
+
+
 def test_valid_count_at_exactly_90_percent_passes(tmp_path: Path) -> None:
-    r = audit(_write_many(tmp_path, 90, 0, 100, "custom-bench_m_1"))
+    r = audit(_write_many(tmp_path, 90, 10, 100))
     assert status(r, "valid_count") == PASS and r.valid_fraction == pytest.approx(0.9)
+    assert status(r, "error_gate") == PASS and r.error_fraction == pytest.approx(0.10)
     assert r.verdict == "finalize"
 
 
-def test_valid_count_at_89_9_percent_fails_and_resumes(tmp_path: Path) -> None:
-    r = audit(_write_many(tmp_path, 899, 0, 1000, "custom-bench_m_2"))
-    c = r.check("valid_count")
-    assert c.status == FAIL and "899 valid of 1000" in c.evidence
-    assert r.verdict == "resume"
-    assert any("never register" in n for n in r.notes)
+def test_valid_count_at_89_9_percent_fails_and_resumes(just_under: AuditReport) -> None:
+    c = just_under.check("valid_count")
+    assert c.status == FAIL and "899 valid of 1000" in c.evidence and "89.9%" in c.evidence
+    assert just_under.verdict == "resume"
+    assert any("never register" in n for n in just_under.notes)
+
+
+def test_error_gate_at_10_1_percent_fails(just_under: AuditReport) -> None:
+    c = just_under.check("error_gate")
+    assert c.status == FAIL and "101 invalid errors / 1000 attempts = 10.1%" in c.evidence
+    assert just_under.error_fraction == pytest.approx(0.101)
+
+
+def test_a_reward_with_a_non_benign_exception_is_valid_but_an_invalid_error(tmp_path: Path) -> None:
+    r = audit(_write_many(tmp_path, 90, 0, 100))
+    assert r.error_fraction == 0.0
+    job = JobBuilder(tmp_path, "scored-crash", n_attempts=1, n_total_trials=10)
+    for i, task in enumerate(tasks(10)):
+        job.add(task, 0.0, "NonZeroAgentExitCodeError" if i < 2 else None)
+    r = audit(job.write())
+    assert r.trials["valid"] == 10 and status(r, "valid_count") == PASS
+    assert r.error_fraction == pytest.approx(0.2) and status(r, "error_gate") == FAIL
 
 
 def test_expected_falls_back_to_n_rep_times_size(tmp_path: Path) -> None:
@@ -201,21 +226,6 @@ def test_staged_copies_alone_call_for_dedupe(tmp_path: Path) -> None:
 
 
 # -- 6. error gate --------------------------------------------------------------------------
-
-def test_error_gate_at_exactly_10_percent_passes(tmp_path: Path) -> None:
-    r = audit(_write_many(tmp_path, 90, 10, 100, "custom-bench_m_3"))
-    assert status(r, "error_gate") == PASS and r.error_fraction == pytest.approx(0.10)
-    assert status(r, "valid_count") == PASS  # a reward with a non-benign exception is valid for check 4
-    assert r.verdict == "finalize"
-
-
-def test_error_gate_at_10_1_percent_fails(tmp_path: Path) -> None:
-    r = audit(_write_many(tmp_path, 899, 101, 1000, "custom-bench_m_4"))
-    c = r.check("error_gate")
-    assert c.status == FAIL and "101 invalid errors / 1000 attempts = 10.1%" in c.evidence
-    assert status(r, "valid_count") == PASS
-    assert r.verdict == "resume"
-
 
 def test_benign_exception_without_reward_is_errored_but_not_invalid(tmp_path: Path) -> None:
     job = JobBuilder(tmp_path, n_attempts=1, n_total_trials=10)

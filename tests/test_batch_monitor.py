@@ -15,8 +15,8 @@ from services.models import Snapshot
 from services.policy import Policy
 from services.sources.base import ProgressFn
 from services.sources.harbor import HarborSource
-from tui.batch_monitor import run_monitor
 from tests.playback import JobPlayback, Script
+from tui.batch_monitor import run_monitor
 
 REPO = Path(__file__).resolve().parents[1]
 

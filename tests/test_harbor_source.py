@@ -9,10 +9,10 @@ from datetime import UTC, timedelta
 from pathlib import Path
 
 import pytest
-from tests.harbor_factory import T0, JobBuilder, bump, healthy_job, scan, scan_one, tasks
 
 from services.models import State, TrialStatus
 from services.sources.base import SourceUnavailable
+from tests.harbor_factory import T0, JobBuilder, bump, healthy_job, scan, scan_one, tasks
 
 # -- what makes a trial valid ---------------------------------------------------------------
 
@@ -104,7 +104,7 @@ def test_harbor_026_trial_and_job_files(tmp_path: Path) -> None:
     job.add("infra", None, "EnvironmentStartTimeoutError", schema="0.26")
     job.add("plain", 1.0, schema="0.26")
     d = job.write()
-    raw = json.loads((d / job.trials[0].name / "result.json").read_text())  # type: ignore[operator]
+    raw = json.loads((d / job.trials[0].name / "result.json").read_text())
     assert raw["schema_version"] == 1 and raw["reward_valid"] is True
     assert raw["exception_info"]["policy"]["has_valid_reward"] is True
     assert raw["started_at"].endswith("Z")
@@ -269,7 +269,7 @@ def test_hostile_and_unicode_trial_names_parse(tmp_path: Path) -> None:
         job.add(w, 1.0)
     d = job.write()
     exp = scan_one(d)
-    assert sorted(t.trial_name for t in exp.trials) == sorted(t.name for t in job.trials)  # type: ignore[type-var]
+    assert sorted(t.trial_name for t in exp.trials) == sorted(t.name for t in job.trials)
     assert sorted(t.task_name for t in exp.trials) == sorted(WEIRD)
     assert all(t.status == TrialStatus.valid for t in exp.trials)
     assert not (Path.cwd() / "pwned").exists() and not (d / "pwned").exists()

@@ -55,8 +55,7 @@ async def test_follows_stops_on_scroll_up_and_resumes_on_end(tmp_path: Path) -> 
     async with app.run_test(size=(80, 20)) as pilot:
         tail = app.query_one(LogTail)
         await wait_for(pilot, lambda: app.opened_at is not None)
-        await pilot.pause()
-        assert tail.visible_lines()[-1].startswith("line 00050")
+        await wait_for(pilot, lambda: tail.visible_lines()[-1].startswith("line 00050"))
         assert "following" in tail.query_one("#logtail-status").render().plain  # type: ignore[union-attr]
 
         write_lines(log, 51, 56)
@@ -73,9 +72,8 @@ async def test_follows_stops_on_scroll_up_and_resumes_on_end(tmp_path: Path) -> 
         assert "paused, 5 new" in status
 
         await pilot.press("end")
-        await pilot.pause()
         assert tail.follow is True
-        assert tail.visible_lines()[-1].startswith("line 00060")
+        await wait_for(pilot, lambda: tail.visible_lines()[-1].startswith("line 00060"))
 
         # a line written in two parts shows as it grows and is not duplicated when it ends
         with log.open("a") as fh:

@@ -79,7 +79,7 @@ async def test_counts_by_state_throughput_eta_and_running_table(rig: Rig) -> Non
     assert [t.trial_name for t in r.running][:1] == [names[6]]
     active = r.running[0]
     assert active.idle_s == 0 and not active.dispatched
-    assert active.activity == "harbor.trial: episode 4: keystrokes='pytest -x'"
+    assert active.activity == "episode 4: keystrokes='pytest -x'"
     assert all(t.dispatched and t.idle_s == 420 for t in r.running[1:])
     js = r.as_json()
     assert js["type"] == "snapshot" and js["id"] == pb.name and js["at"] == "2026-11-20T16:07:00Z"
@@ -92,7 +92,7 @@ def test_wilson_interval_and_durations() -> None:
     assert wilson_interval(0, 10) == (0.0, pytest.approx(0.2775, abs=1e-3))
     assert fmt_duration(45) == "45 s" and fmt_duration(38 * 60) == "38 min"
     assert fmt_duration(3 * 3600 + 5 * 60) == "3 h 05 min"
-    assert last_line(b"2026-11-20 16:00:00,000 INFO    harbor.trial: hello\n\n") == "harbor.trial: hello"
+    assert last_line(b"2026-11-20 16:00:00,000 INFO    harbor.trial: hello\n\n") == "hello"
 
 
 # -- rule a --------------------------------------------------------------------------------

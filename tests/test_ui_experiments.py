@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from pathlib import Path
 
-from textual.command import CommandPalette
+import pytest
+from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input
 
 from services.models import Snapshot
@@ -16,11 +20,16 @@ from tui.screens.help import HelpScreen
 from tui.screens.log import LogScreen
 
 try:
-    from ui_demo import DEV_KEY, make_demo_app, settle
+    from ui_demo import DEV_KEY, make_demo_app, settle, shared_demo
 except ImportError:  # collected as a package
-    from tests.ui_demo import DEV_KEY, make_demo_app, settle
+    from tests.ui_demo import DEV_KEY, make_demo_app, settle, shared_demo
 
 SIZE = (120, 40)
+
+
+@pytest.fixture
+def app(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path):  # type: ignore[no-untyped-def]
+    return make_demo_app(shared_demo(tmp_path_factory), tmp_path)
 
 
 def home(app: object) -> ExperimentsScreen:
@@ -47,12 +56,11 @@ def test_row_filter_rules() -> None:
     assert RowFilter.parse("").matches(["anything"])
 
 
-async def test_lists_every_experiment_and_drills_into_audit_and_back(tmp_path: Path) -> None:
-    app = make_demo_app(tmp_path)
+async def test_lists_every_experiment_and_drills_into_audit_and_back(app) -> None:  # type: ignore[no-untyped-def]
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         screen = home(app)
-        assert len(screen.shown) == 6
+        assert len(screen.shown) == 6, [(e.message, e.detail[-300:]) for e in app.event_log]
         assert len(app.audits) == 6
         verdicts = {r.exp.id.split("_20")[0]: r.report.verdict for r in screen.shown if r.report}
         assert verdicts["dev_set_v2_gpt-5-mini"] == "dedupe"
@@ -66,8 +74,7 @@ async def test_lists_every_experiment_and_drills_into_audit_and_back(tmp_path: P
         assert screen.selected_key() == DEV_KEY
 
 
-async def test_enter_opens_trials_or_says_why(tmp_path: Path) -> None:
-    app = make_demo_app(tmp_path)
+async def test_enter_opens_trials_or_says_why(app) -> None:  # type: ignore[no-untyped-def]
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         select(home(app), DEV_KEY)
@@ -82,8 +89,7 @@ async def test_enter_opens_trials_or_says_why(tmp_path: Path) -> None:
             assert isinstance(app.screen, TrialsScreen)
 
 
-async def test_filter_regex_invert_and_recall(tmp_path: Path) -> None:
-    app = make_demo_app(tmp_path)
+async def test_filter_regex_invert_and_recall(app) -> None:  # type: ignore[no-untyped-def]
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         screen = home(app)
@@ -115,8 +121,7 @@ async def test_filter_regex_invert_and_recall(tmp_path: Path) -> None:
         assert sorted(i.split("_")[0] for i in ids(screen)) == ["dev", "swebench-verified-random-100"]
 
 
-async def test_sort_toggles_direction_with_the_same_key(tmp_path: Path) -> None:
-    app = make_demo_app(tmp_path)
+async def test_sort_toggles_direction_with_the_same_key(app) -> None:  # type: ignore[no-untyped-def]
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         screen = home(app)
@@ -135,8 +140,7 @@ async def test_sort_toggles_direction_with_the_same_key(tmp_path: Path) -> None:
         assert screen.sort_reverse
 
 
-async def test_compact_columns_at_80x24(tmp_path: Path) -> None:
-    app = make_demo_app(tmp_path)
+async def test_compact_columns_at_80x24(app) -> None:  # type: ignore[no-untyped-def]
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         table = home(app).query_one(DataTable)
@@ -146,8 +150,7 @@ async def test_compact_columns_at_80x24(tmp_path: Path) -> None:
         assert sum(c.get_render_width(table) for c in table.columns.values()) <= 80
 
 
-async def test_help_lists_this_screens_keys_and_filters(tmp_path: Path) -> None:
-    app = make_demo_app(tmp_path)
+async def test_help_lists_this_screens_keys_and_filters(app) -> None:  # type: ignore[no-untyped-def]
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
@@ -163,8 +166,7 @@ async def test_help_lists_this_screens_keys_and_filters(tmp_path: Path) -> None:
         assert isinstance(app.screen, ExperimentsScreen)
 
 
-async def test_palette_commands_follow_the_screen(tmp_path: Path) -> None:
-    app = make_demo_app(tmp_path)
+async def test_palette_commands_follow_the_screen(app) -> None:  # type: ignore[no-untyped-def]
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
 
@@ -185,8 +187,12 @@ async def test_palette_commands_follow_the_screen(tmp_path: Path) -> None:
         await pilot.press("colon")
         assert isinstance(app.screen, CommandPalette)
         await pilot.press(*"audit dev_set")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        results = app.screen.query_one(CommandList)
+        for _ in range(50):  # the palette searches in the background
+            if results.option_count:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("down", "enter")
         await settle(pilot, 2)
         assert isinstance(app.screen, AuditScreen)
 
@@ -205,15 +211,13 @@ class BrokenSource:
         return None
 
 
-async def test_a_failing_scan_is_a_notice_and_a_log_entry(tmp_path: Path) -> None:
+async def test_a_failing_scan_is_a_notice_and_a_log_entry(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
     from services.sources.harbor import HarborSource
 
-    (tmp_path / "jobs").mkdir()
-    from services.demo import write_demo
-
-    write_demo(tmp_path / "jobs")
-    good = HarborSource(tmp_path / "jobs", label="demo")
-    app = make_demo_app(tmp_path, sources=[BrokenSource(), good])  # type: ignore[list-item]
+    good = HarborSource(shared_demo(tmp_path_factory), label="demo")
+    app = make_demo_app(tmp_path, tmp_path, sources=[BrokenSource(), good])  # type: ignore[list-item]
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, ExperimentsScreen)
@@ -225,3 +229,98 @@ async def test_a_failing_scan_is_a_notice_and_a_log_entry(tmp_path: Path) -> Non
         assert isinstance(app.screen, LogScreen)
         await pilot.press("escape")
         assert isinstance(app.screen, ExperimentsScreen)
+
+
+def test_one_registry_feeds_every_binding() -> None:
+    from collections import Counter
+
+    from textual.binding import Binding
+
+    from tui.actions import ACTIONS, GLOBAL, bindings_for
+    from tui.app import EvaldeskApp
+    from tui.screens.audit import AuditScreen as Audit
+    from tui.screens.confirm import ConfirmScreen
+    from tui.screens.help import HelpScreen as Help
+    from tui.screens.log import LogScreen as Log
+
+    global_keys = {a.key for a in ACTIONS if a.screen == GLOBAL}
+    for scope in {a.screen for a in ACTIONS}:
+        keys = [a.key for a in ACTIONS if a.screen == scope]
+        assert not [k for k, n in Counter(keys).items() if n > 1], f"{scope}: a key bound twice"
+        if scope != GLOBAL:
+            assert not set(keys) & global_keys, f"{scope} hides a key that works everywhere"
+    for owner, scope in [(EvaldeskApp, GLOBAL), (ExperimentsScreen, "experiments"), (Audit, "audit"),
+                         (ConfirmScreen, "confirm"), (Help, "help"), (Log, "log")]:
+        bindings = [b for b in owner.BINDINGS if isinstance(b, Binding)]
+        assert bindings == bindings_for(scope)
+        # ids let a keymap remap any key; descriptions feed the footer, help and palette
+        assert all(b.id and b.description for b in bindings)
+
+
+async def test_header_shows_sources_refresh_time_and_read_only(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    from tui.chrome import ConsoleHeader
+
+    app = make_demo_app(shared_demo(tmp_path_factory), tmp_path, read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = app.screen.query_one(ConsoleHeader).render().plain
+        assert "demo" in text and "read 18:05:00" in text and "READ-ONLY" in text
+
+
+class GatedSource:
+    """A source whose scan reports progress from a thread, then waits to be released."""
+
+    kind = "harbor"
+    label = "gated"
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.release = threading.Event()
+
+    async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
+        def work() -> None:
+            assert progress is not None
+            progress(0, 100_000, "listing trial dirs")
+            time.sleep(0.15)  # past the throttle
+            progress(50_000, 100_000, "reading trials")
+            self.release.wait(10)
+
+        await asyncio.to_thread(work)
+        snap: Snapshot = await self.inner.scan(None)  # type: ignore[attr-defined]
+        return snap
+
+    def fs(self) -> object:
+        return self.inner.fs()  # type: ignore[attr-defined]
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_scan_progress_shows_in_the_header_and_the_table_stays_usable(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    from services.sources.harbor import HarborSource
+    from tui.chrome import ConsoleHeader
+
+    gated = GatedSource(HarborSource(shared_demo(tmp_path_factory), label="gated"))
+    app = make_demo_app(tmp_path, tmp_path, sources=[gated])  # type: ignore[list-item]
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            header = app.screen.query_one(ConsoleHeader)
+            for _ in range(40):
+                await pilot.pause(0.05)
+                if "50,000/100,000" in header.render().plain:
+                    break
+            assert "scanning gated 50,000/100,000 50%" in header.render().plain
+            await pilot.press("s", "S", "slash")  # keys still work while the scan runs
+            screen = home(app)
+            assert screen.sort_col == "source" and screen.sort_reverse  # age wraps round to source
+            await pilot.press("escape")
+            gated.release.set()
+            await settle(pilot)
+            assert len(screen.shown) == 6
+            assert "scanning" not in header.render().plain and "read 18:05:00" in header.render().plain
+    finally:
+        gated.release.set()

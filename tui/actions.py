@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 GLOBAL = "global"
 
@@ -85,7 +85,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("experiments.monitor", "m", "monitor", "Monitor", "experiments",
                help="Live monitor of the selected experiment"),
     ActionSpec("experiments.filter", "slash", "filter", "Filter", "experiments", key_display="/",
-               help="Filter rows: substring or regex, ! inverts, recalls the last filter"),
+               help="Filter rows: text or regex, ! inverts, recalls the last"),
     ActionSpec("experiments.clear_filter", "escape", "clear_filter", "Clear filter", "experiments",
                show=False, key_display="esc", help="Clear the filter"),
     ActionSpec("experiments.sort_next", "s", "sort_next", "Sort", "experiments",
@@ -124,6 +124,18 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("trials.wrap", "w", "log_wrap", "Wrap", "trials"),
     ActionSpec("trials.back", "escape", "back", "Clear/back", "trials", key_display="esc"),
     ActionSpec("trials.back_q", "q", "back", "Back", "trials", show=False, palette=False),
+    # monitor
+    ActionSpec("monitor.pause", "p", "toggle_pause", "Pause", "monitor",
+               help="Freeze the display (polls and rules go on); again to resume"),
+    ActionSpec("monitor.next", "right_square_bracket", "cycle(1)", "Next", "monitor", key_display="]",
+               help="Next monitored experiment"),
+    ActionSpec("monitor.prev", "left_square_bracket", "cycle(-1)", "Previous", "monitor", show=False,
+               key_display="[", help="Previous monitored experiment"),
+    ActionSpec("monitor.trials", "t", "open_trials", "Trials", "monitor", help="Trials of this experiment"),
+    ActionSpec("monitor.audit", "a", "audit", "Audit", "monitor", help="Audit this experiment"),
+    ActionSpec("monitor.back", "escape", "back", "Back", "monitor", key_display="esc", help="Back to the list"),
+    ActionSpec("monitor.back_q", "q", "back", "Back", "monitor", show=False, palette=False,
+               help="Back to the list"),
     # confirm dialog
     ActionSpec("confirm.yes", "y", "confirm", "Apply", "confirm", help="Confirm and apply"),
     ActionSpec("confirm.no", "n", "cancel", "Cancel", "confirm", help="Cancel: change nothing"),
@@ -145,7 +157,7 @@ def actions_for(screen: str, include_global: bool = True) -> list[ActionSpec]:
     return [a for a in ACTIONS if a.screen in scopes]
 
 
-def bindings_for(screen: str) -> list[Binding]:
+def bindings_for(screen: str) -> list[BindingType]:
     return [
         Binding(
             a.key,

@@ -8,6 +8,7 @@ One `Worker.StateChanged` handler turns any worker failure into a notice and a l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -16,19 +17,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import on
 from textual.app import App
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from services.config import Config, data_dir
 from services.models import AuditReport, Experiment, Snapshot
+from services.monitor import MonitorState, probe_snapshot
 from services.policy import Policy
 from services.sources.base import Source
 from tui.actions import GLOBAL, bindings_for
 from tui.messages import ChromeChanged, PlanReady, ScanFinished, ScanProgress, SnapshotUpdated, WriteDone
 from tui.palette import EvaldeskCommands
+
+if TYPE_CHECKING:
+    from services.remediations.dedupe import DedupePlan
 
 DEMO_LABEL = "demo"
 LOG_LIMIT = 500
@@ -57,29 +63,29 @@ def experiment_key(exp: Experiment) -> str:
     return f"{exp.source_label}::{exp.id}"
 
 
-def _open_one(spec: str, config: Config, label: str | None = None) -> Source:
-    """A source from a spec: `services.sources.open_source` when present, else a local folder."""
-    try:
-        from services.sources import open_source  # type: ignore[attr-defined]
-    except ImportError:
-        open_source = None
-    if open_source is not None:
-        src: Source = open_source(spec, config)
-        if label and getattr(src, "label", None) != label:
-            try:
-                src.label = label
-            except AttributeError:
-                pass
-        return src
-    from services.sources.base import SourceUnavailable
-    from services.sources.harbor import HarborSource
-
+def _short_label(src: Source, spec: str) -> None:
+    """A local folder is labelled by its name: the header and row keys stay short."""
     if "://" in spec:
-        raise SourceUnavailable(spec, "remote sources are not available in this build")
-    path = Path(spec).expanduser()
-    if not path.exists():
+        return
+    name = Path(spec).expanduser().resolve().name
+    if name:
+        with contextlib.suppress(AttributeError):
+            src.label = name
+
+
+def _open_one(spec: str, config: Config, label: str | None = None) -> Source:
+    from services.sources import open_source
+    from services.sources.base import SourceUnavailable
+
+    if "://" not in spec and not Path(spec).expanduser().exists():
         raise SourceUnavailable(spec, "no such file or directory")
-    return HarborSource(path, config.policy, label=label or path.resolve().name or str(path))
+    src = open_source(spec, config)
+    if label:
+        with contextlib.suppress(AttributeError):
+            src.label = label
+    else:
+        _short_label(src, spec)
+    return src
 
 
 def _unique_labels(sources: list[Source]) -> None:
@@ -88,10 +94,8 @@ def _unique_labels(sources: list[Source]) -> None:
         base = src.label
         if base in seen:
             seen[base] += 1
-            try:
+            with contextlib.suppress(AttributeError):
                 src.label = f"{base}#{seen[base]}"
-            except AttributeError:
-                pass
         else:
             seen[base] = 1
 
@@ -108,14 +112,16 @@ def open_sources(specs: list[str], config: Config) -> tuple[list[Source], list[s
             sources.append(_open_one(spec, config, name))
         except Exception as exc:  # a bad spec must not stop the others from opening
             errors.append(f"{spec}: {getattr(exc, 'message', None) or exc}")
-    if not specs and not config.sources and config.hosts:
+    if not specs:
+        from services.sources import source_for_host
+
         for host in config.hosts:
-            for path in host.paths:
-                spec = f"ssh://{host.user + '@' if host.user else ''}{host.host}{path}"
-                try:
-                    sources.append(_open_one(spec, config, host.name))
-                except Exception as exc:
-                    errors.append(f"{host.name}: {getattr(exc, 'message', None) or exc}")
+            if not host.paths:
+                continue
+            try:
+                sources.append(source_for_host(host, config))
+            except Exception as exc:
+                errors.append(f"{host.name}: {getattr(exc, 'message', None) or exc}")
     _unique_labels(sources)
     return sources, errors
 
@@ -147,7 +153,7 @@ def _start_resource_tracker() -> None:
 
 class EvaldeskApp(App[int]):
     TITLE = "evaldesk"
-    CSS_PATH = "app.tcss"
+    CSS_PATH = str(Path(__file__).parent / "app.tcss")  # absolute: subclasses live elsewhere
     BINDINGS = bindings_for(GLOBAL)
     COMMANDS = App.COMMANDS | {EvaldeskCommands}
 
@@ -189,10 +195,23 @@ class EvaldeskApp(App[int]):
         self._pending: PendingWrite | None = None
         self._writing = False
         self.keymap: dict[str, str] = {}
+        self.monitor = self._make_monitor()
         if self.config.theme:
             self._requested_theme: str | None = self.config.theme
         else:
             self._requested_theme = None
+
+    def _make_monitor(self) -> MonitorState:
+        """The live monitor's series and rules, fed on every scan so the list can flag rows."""
+        from services.baselines import BaselineError, load_baselines_dir
+
+        baselines = []
+        for folder in (Path("baselines"), data_dir() / "baselines"):
+            try:
+                baselines += load_baselines_dir(folder)
+            except BaselineError as exc:
+                self._startup_errors.append(f"baseline {exc}")
+        return MonitorState(self.policy, baselines, clock=self.now)
 
     # ---- public API for screens -------------------------------------------------------
 
@@ -279,10 +298,8 @@ class EvaldeskApp(App[int]):
 
     async def on_unmount(self) -> None:
         for src in self.sources:
-            try:
+            with contextlib.suppress(Exception):
                 await src.close()
-            except Exception:
-                pass
 
     # ---- scans ------------------------------------------------------------------------
 
@@ -321,7 +338,11 @@ class EvaldeskApp(App[int]):
 
         snapshot = await src.scan(progress)
         audits = await asyncio.to_thread(self._audit_all, snapshot)
-        self.post_message(ScanFinished(label, snapshot, audits, time.monotonic() - t0))
+        try:
+            activity = await probe_snapshot(snapshot, src.fs())
+        except Exception:  # activity only sharpens idle times; the scan itself is what matters
+            activity = {}
+        self.post_message(ScanFinished(label, snapshot, audits, time.monotonic() - t0, activity))
 
     def _audit_all(self, snapshot: Snapshot) -> dict[str, object]:
         from services.audit import audit_experiment
@@ -368,6 +389,9 @@ class EvaldeskApp(App[int]):
             if sig not in self._seen_source_errors:
                 self._seen_source_errors.add(sig)
                 self.record("warning", err.source, f"{err.where}: {err.message}")
+        for warning in self.monitor.feed(snap, message.activity):
+            self.record("warning", f"monitor {warning.id}"[:40],
+                        f"{warning.id}: rule {warning.rule} ({warning.title}): {warning.evidence}")
         self.last_refresh = self.now()
         self.last_scan_seconds[label] = message.seconds
         for screen in self.screen_stack:
@@ -429,13 +453,23 @@ class EvaldeskApp(App[int]):
     def action_refresh(self) -> None:
         self.refresh_sources(force=True)
 
+    def _push_safely(self, make: Callable[[], Screen[Any]], where: str) -> None:
+        """Open a screen; a screen that fails to build is a notice and a log entry, not a crash."""
+        try:
+            screen = make()
+        except Exception as exc:
+            self.record("error", where, f"cannot open the {where} view: {type(exc).__name__}: {exc}",
+                        "".join(traceback.format_exception(exc)))
+            return
+        self.push_screen(screen)
+
     def open_audit(self, key: str) -> None:
         from tui.screens.audit import AuditScreen
 
         if self.experiment(key) is None:
             self.record("warning", "audit", "no experiment selected")
             return
-        self.push_screen(AuditScreen(key))
+        self._push_safely(lambda: AuditScreen(key), "audit")
 
     def open_trials(self, key: str) -> None:
         if self.experiment(key) is None:
@@ -448,7 +482,7 @@ class EvaldeskApp(App[int]):
                 self.record("information", "trials", "The trials view is not part of this build yet.")
                 return
             raise
-        self.push_screen(TrialsScreen(key))
+        self._push_safely(lambda: TrialsScreen(key), "trials")
 
     def open_monitor(self, keys: list[str]) -> None:
         if not keys:
@@ -461,7 +495,7 @@ class EvaldeskApp(App[int]):
                 self.record("information", "monitor", "The live monitor is not part of this build yet.")
                 return
             raise
-        self.push_screen(MonitorScreen(keys=keys))
+        self._push_safely(lambda: MonitorScreen(keys=keys), "monitor")
 
     # ---- writes: plan → confirm → apply → re-scan -------------------------------------
 
@@ -499,7 +533,7 @@ class EvaldeskApp(App[int]):
         if exp is None:
             return
         if message.action == "dedupe":
-            plan = message.payload
+            plan = cast("DedupePlan", message.payload)
             lines = [ln.replace(exp.path, exp.id) for ln in plan.preview_lines()]
             if plan.nothing_to_do:
                 self.record("information", "dedupe", lines[0] if lines else "nothing to dedupe")
@@ -507,7 +541,7 @@ class EvaldeskApp(App[int]):
             title = f"Dedupe {exp.id}"
             confirm = f"Move {len(plan.remove) + len(plan.copies)} dirs"
         else:
-            found = message.payload
+            found = cast("tuple[str, dict[str, Any]] | None", message.payload)
             if found is None:
                 self.record("information", "undo", f"{exp.id}: nothing to undo (no applied dedupe)")
                 return

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from services.audit import audit_experiment
 from services.config import Config
+from services.harbor_files import NO_REWARD_NOR_EXCEPTION
 from services.journal import Journal
 from services.models import AuditReport, CheckStatus, Experiment, Snapshot, Trial, TrialStatus
 from services.remediations.dedupe import DedupeError, apply_dedupe, plan_dedupe, undo_dedupe
@@ -101,6 +102,11 @@ def _pct(x: float | None) -> str:
 def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    # A trial dir name need not be UTF-8 (Linux allows any bytes); escape such names rather than crash.
+    for stream in (out, err):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     fmt = args.format or ("table" if out.isatty() else "json")
     progress = Progress(args.progress or ("text" if err.isatty() else "none"), err)
     read_only = bool(args.read_only or config.read_only)
@@ -220,6 +226,12 @@ def _match_trial(t: Trial, args: Any) -> bool:
     return not (args.exception and t.exception_type != args.exception)
 
 
+def _no_exception_label(t: Trial) -> str:
+    if t.parse_error and t.parse_error != NO_REWARD_NOR_EXCEPTION:
+        return "unreadable"
+    return "no reward" if t.status == TrialStatus.errored else ""
+
+
 async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
                   console: Console, out: IO[str], progress: Progress) -> int:
     selected = [(e, t) for _, e in exps for t in e.trials if _match_trial(t, args)]
@@ -236,7 +248,7 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
             dur = t.duration_s
             tb.add_row(e.id[:28], t.task_name, t.trial_name, str(t.attempt),
                        "-" if t.reward is None else f"{t.reward:g}", t.status.value + (" (copy)" if t.copy_of else ""),
-                       t.exception_type or ("unreadable" if t.parse_error else ""), t.failure_class or "",
+                       t.exception_type or _no_exception_label(t), t.failure_class or "",
                        "-" if dur is None else f"{dur:.0f}s")
         console.print(tb)
     return EXIT_OK

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.message import Message
 
 from services.models import Snapshot
@@ -29,12 +31,15 @@ class ScanProgress(Message):
 class ScanFinished(Message):
     """A scan worker's result: the snapshot and the audits computed off the event loop."""
 
-    def __init__(self, label: str, snapshot: Snapshot, audits: dict[str, object], seconds: float) -> None:
+    def __init__(self, label: str, snapshot: Snapshot, audits: dict[str, object], seconds: float,
+                 activity: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.label = label
         self.snapshot = snapshot
         self.audits = audits
         self.seconds = seconds
+        # experiment key -> trial path -> services.monitor.Activity (running trials' logs)
+        self.activity = activity or {}
 
 
 class ChromeChanged(Message):

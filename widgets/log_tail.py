@@ -340,7 +340,7 @@ class LogTail(Vertical):
         """The text of the lines on screen, top to bottom (for tests and screenshots)."""
         view = self.view
         out = []
-        for y in range(view.size.height):
+        for y in range(view.scrollable_content_region.height):
             strip = self._render_visual_line(view, y)
             out.append("".join(seg.text for seg in strip).rstrip())
         return out

@@ -284,23 +284,23 @@ STATUS_STYLE = {
 }
 
 
+def _widest(values: Sequence[str | None], cap: int, floor: int) -> int:
+    return max(floor, min(cap, max(map(len, filter(None, values)), default=0)))
+
+
 def trial_columns(trials: Sequence[Trial]) -> list[Column]:
     """Columns sized to the data (capped), so 80 columns show the most useful part first."""
-    task_w = min(32, max((len(t.task_name) for t in trials), default=4))
-    trial_w = min(42, max((len(t.trial_name) for t in trials), default=5))
-    exc_w = min(26, max((len(t.exception_type or "") for t in trials), default=9))
-    cls_w = min(22, max((len(t.failure_class or "") for t in trials), default=5))
     return [
-        Column("task", "task", max(4, task_w)),
+        Column("task", "task", _widest([t.task_name for t in trials], 32, 4)),
         Column("attempt", "#", 2, "right"),
         Column("reward", "reward", 6, "right"),
         Column("status", "state", 7),
-        Column("exception", "exception", max(9, exc_w)),
-        Column("class", "class", max(5, cls_w)),
+        Column("exception", "exception", _widest([t.exception_type for t in trials], 26, 9)),
+        Column("class", "class", _widest([t.failure_class for t in trials], 22, 5)),
         Column("duration", "time", 7, "right"),
         Column("tokens", "tokens", 6, "right"),
         Column("cost", "cost", 7, "right"),
-        Column("trial", "trial", max(5, trial_w)),
+        Column("trial", "trial", _widest([t.trial_name for t in trials], 42, 5)),
     ]
 
 
@@ -359,10 +359,10 @@ def group_key(t: Trial) -> str:
     return "(no exception)"
 
 
-def build_groups(trials: Sequence[Trial]) -> list[Group]:
+def build_groups(trials: Sequence[Trial], keys: Sequence[str] | None = None) -> list[Group]:
     groups: dict[str, Group] = {}
-    for t in trials:
-        key = group_key(t)
+    for n, t in enumerate(trials):
+        key = keys[n] if keys is not None else group_key(t)
         g = groups.get(key)
         if g is None:
             g = groups[key] = Group(key, failure_class=t.failure_class or "")

@@ -138,7 +138,8 @@ class SSHHarborSource:
             raise SourceUnavailable(f"{host}:{first[0]}", first[1])
         for root, jobs in result.roots.items():
             if not jobs:
-                errors.append(SourceError(source=self.label, where=f"{host}:{root}", message="no Harbor job dirs found"))
+                where = f"{host}:{root}"
+                errors.append(SourceError(source=self.label, where=where, message="no Harbor job dirs found"))
             for job in jobs:
                 experiments.append(self.client.experiment(job, KIND, self.label))
         round_trips = 1

@@ -88,9 +88,9 @@ class ConfirmScreen(ModalScreen[bool]):
             else:
                 yield Static(Text("Nothing has changed yet. y applies, n or esc cancels.", style="dim"))
             with Horizontal(id="buttons"):
-                yield Button(f"{self.confirm_label} [y]", id="confirm", variant="error",
+                yield Button(f"{self.confirm_label} \\[y]", id="confirm", variant="error",
                              disabled=self.refusal is not None)
-                yield Button("Cancel [n]", id="cancel", variant="primary")
+                yield Button("Cancel \\[n]", id="cancel", variant="primary")
 
     def on_mount(self) -> None:
         # never the confirming control: a stray enter cancels
@@ -98,7 +98,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_confirm(self) -> None:
         app = cast("EvaldeskApp", self.app)
-        if self.refusal is not None or not app.guard_write(self.action_name):
+        # the app decides (and says why); the refusal shown here is only its explanation
+        if not app.guard_write(self.action_name):
             self.app.bell()
             return
         self.dismiss(True)

@@ -243,8 +243,13 @@ class ExperimentsScreen(Screen[None]):
         flt = self.filter
         visible = []
         rendered: list[list[Text]] = []
+        monitor = getattr(self.evaldesk, "monitor", None)
         for row in ordered:
             cells = [row.cell_text(c, compact, w) for c, w in columns]
+            if monitor is not None and monitor.warnings_for(row.key):
+                # a fake-execution rule holds (services/monitor.py): the whole row turns red
+                for cell in cells:
+                    cell.stylize("bold red")
             # the filter also sees the columns hidden at this width
             plain = [row.cell_text(c, compact, 200).plain for c, _ in EXPERIMENT_COLUMNS]
             if not flt.matches(plain):
@@ -300,6 +305,12 @@ class ExperimentsScreen(Screen[None]):
         )
         if c.copies:
             line2.append(f" · {c.copies} staged copies")
+        monitor = getattr(self.evaldesk, "monitor", None)
+        warnings = monitor.warnings_for(row.key) if monitor is not None else []
+        if warnings:
+            w = warnings[0]
+            more = f" (+{len(warnings) - 1} more, m to monitor)" if len(warnings) > 1 else ""
+            line2 = Text(f"⚠ rule {w.rule}: {w.evidence}{more}", style="bold red")
         detail.update(Text("\n").join([line1, line2]))
 
     @on(DataTable.RowHighlighted)

@@ -60,7 +60,10 @@ class HelpScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         keymap = getattr(self.app, "keymap", {}) or {}
         seen = set()
-        for spec in actions_for(self.scope):
+        specs = actions_for(self.scope)
+        # this screen's keys first, then the ones that work everywhere
+        specs = [a for a in specs if a.screen != GLOBAL] + [a for a in specs if a.screen == GLOBAL]
+        for spec in specs:
             sig = (spec.key, spec.action)
             if sig in seen:
                 continue
@@ -70,9 +73,8 @@ class HelpScreen(ModalScreen[None]):
         self.entries.append(("ctrl+p", "Command palette", "everywhere"))
         self.entries.append(("ctrl+q", "Quit evaldesk", "everywhere"))
         table = self.query_one(DataTable)
-        table.add_column("key", width=8, key="key")
+        table.add_column("key", width=7, key="key")
         table.add_column("does", key="does")
-        table.add_column("", width=10, key="where")
         inp = self.query_one(Input)
         inp.cursor_blink = getattr(self.app, "cursor_blink", True)
         self._fill("")
@@ -86,9 +88,11 @@ class HelpScreen(ModalScreen[None]):
             if q and q not in f"{key} {does} {where}".lower():
                 continue
             cell = Text(does)
+            if where:
+                cell.append(f" · {where}", style="dim")
             if q:
                 cell.highlight_words([q], style="reverse", case_sensitive=False)
-            table.add_row(Text(key, style="bold"), cell, Text(where, style="dim"))
+            table.add_row(Text(key, style="bold"), cell)
 
     @on(Input.Changed, "#help-filter")
     def _on_filter(self, event: Input.Changed) -> None:

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Regenerate screenshots of every console screen on the demo data, as SVG and PNG, at
+80x24 and 120x40, into screenshots/.
+
+Each capture is (name, keys pressed from the home screen, module the screen needs); add a
+screen by adding a line to CAPTURES. The clock is fixed to the demo's, so captures only
+change when the console does.
+
+    python scripts/screenshots.py [--out screenshots] [--only audit,confirm] [--no-png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from textual.worker import WorkerFailed  # noqa: E402
+
+from services.config import Config  # noqa: E402
+from services.demo import DEMO_NOW, write_demo  # noqa: E402
+from services.sources.harbor import HarborSource  # noqa: E402
+from tui.app import EvaldeskApp  # noqa: E402
+
+SIZES = [(80, 24), (120, 40)]
+# Home is sorted by age: row 1 is the running swebench job, row 2 the dev_set_v2 job with
+# duplicates. In the audit checklist the duplicates check is the fifth row.
+CAPTURES: list[tuple[str, list[str], str | None]] = [
+    ("experiments", [], None),
+    ("experiments-filtered", ["slash", *"terminal", "enter"], None),
+    ("audit", ["down", "a"], None),
+    ("confirm-dedupe", ["down", "a", "down", "down", "down", "down", "x"], None),
+    ("help", ["question_mark"], None),
+    ("log", ["L"], None),
+    ("trials", ["down", "enter"], "tui.screens.trials"),
+    ("monitor", ["m"], "tui.screens.monitor"),
+]
+
+
+async def settle(pilot: object) -> None:
+    app = pilot.app  # type: ignore[attr-defined]
+    for _ in range(4):
+        with contextlib.suppress(WorkerFailed):
+            await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
+
+
+async def capture(jobs: Path, state: Path, name: str, keys: list[str], size: tuple[int, int],
+                  out: Path, png: bool) -> Path:
+    config = Config(journal_path=str(state / "journal.jsonl"))
+    app = EvaldeskApp([HarborSource(jobs, config.policy, label="demo")], config, read_only=False,
+                      now=DEMO_NOW + timedelta(minutes=5), poll=False, cursor_blink=False)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+        svg_name = f"{name}-{size[0]}x{size[1]}.svg"
+        app.save_screenshot(filename=svg_name, path=str(out))
+    svg = out / svg_name
+    if png:
+        import cairosvg
+
+        cairosvg.svg2png(url=str(svg), write_to=str(svg.with_suffix(".png")))
+    return svg
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "screenshots"))
+    parser.add_argument("--only", default="", help="comma-separated capture names")
+    parser.add_argument("--no-png", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    only = {n for n in args.only.split(",") if n}
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = Path(tmp) / "jobs"
+        write_demo(jobs)
+        for name, keys, needs in CAPTURES:
+            if only and name not in only:
+                continue
+            if needs and importlib.util.find_spec(needs) is None:
+                print(f"skip {name}: {needs} is not in this build")
+                continue
+            for size in SIZES:
+                svg = asyncio.run(capture(jobs, Path(tmp), name, keys, size, out, not args.no_png))
+                print(f"wrote {svg.relative_to(out.parent) if svg.is_relative_to(out.parent) else svg}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
