@@ -16,8 +16,9 @@ from typing import TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from services.census import is_invalid_error, take_census  # noqa: F401  (re-exported)
 from services.harbor_files import JobConfigFile, JobResultFile
-from services.models import Experiment, State, Trial, TrialCounts, TrialStatus
+from services.models import Experiment, State, Trial, TrialCounts
 from services.policy import Policy
 
 _FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
@@ -127,37 +128,8 @@ def number_attempts(trials: Iterable[Trial]) -> dict[str, list[Trial]]:
     return by_task
 
 
-def is_invalid_error(t: Trial, policy: Policy) -> bool:
-    """The error gate's numerator (DESIGN 3a)."""
-    if t.status == TrialStatus.running:
-        return False
-    if t.parse_error and t.exception_type is None:
-        return True
-    if t.exception_type is not None:
-        return not policy.is_benign(t.exception_type)
-    return t.reward is None
-
-
 def count_trials(trials: Iterable[Trial], policy: Policy) -> TrialCounts:
-    c = TrialCounts()
-    per_task: Counter[str] = Counter()
-    for t in trials:
-        if t.copy_of is not None:
-            c.copies += 1
-            continue
-        per_task[t.task_name] += 1
-        if t.status == TrialStatus.running:
-            c.running += 1
-            continue
-        c.total += 1
-        if t.status == TrialStatus.valid:
-            c.valid += 1
-        else:
-            c.errored += 1
-        if is_invalid_error(t, policy):
-            c.invalid_errors += 1
-    c.max_attempts_per_task = max(per_task.values(), default=0)
-    return c
+    return take_census(trials, policy).counts
 
 
 def assemble_experiment(
@@ -184,7 +156,8 @@ def assemble_experiment(
 
     collapse_copies(trials)
     by_task = number_attempts(trials)
-    counts = count_trials(trials, policy)
+    census = take_census(trials, policy)
+    counts = census.counts
 
     # n_rep: the job config's n_attempts; absent from a Harbor config means Harbor's default 1.
     if cfg is not None:
@@ -251,11 +224,11 @@ def assemble_experiment(
     if state == State.finished and counts.running:
         problems.append(f"{counts.running} trial dir(s) have no result.json although the job is over (orphaned)")
 
-    n_in = sum(t.n_input_tokens or 0 for t in trials if t.copy_of is None) or None
-    n_out = sum(t.n_output_tokens or 0 for t in trials if t.copy_of is None) or None
-    cost = sum(t.cost_usd or 0.0 for t in trials if t.copy_of is None)
+    n_in = census.n_input_tokens or None
+    n_out = census.n_output_tokens or None
+    cost = census.cost_usd
 
-    return Experiment(
+    exp = Experiment(
         id=job_id,
         source=source,
         source_label=source_label,
@@ -284,3 +257,6 @@ def assemble_experiment(
         problems=problems,
         trials=trials,
     )
+    exp._census = census
+    return exp
+

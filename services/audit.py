@@ -6,12 +6,10 @@ report, so re-running the audit after a remediation shows exactly what changed.
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import UTC, datetime
 
-from services.assemble import count_trials, is_invalid_error
-from services.harbor_files import NO_REWARD_NOR_EXCEPTION
-from services.models import AuditReport, Check, CheckStatus, Experiment, State, Trial, TrialStatus, Verdict
+from services.census import Census, take_census
+from services.models import AuditReport, Check, CheckStatus, Experiment, State, Verdict
 from services.policy import HASH_BENCHMARK_RE, NUMERIC_MODEL_RE, Policy
 from services.remediations.dedupe import select_keep
 
@@ -78,11 +76,11 @@ def _check_score(exp: Experiment, kept_valid: int) -> Check:
     return Check(id="score", title=title, status=PASS, evidence=f"score {score:.4f} at {where}{real_zero}")
 
 
-def _check_valid(exp: Experiment, policy: Policy, kept: list[Trial], deduped: bool) -> Check:
+def _check_valid(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -> Check:
     title = "Valid trial count"
     c = exp.counts
     n_rep = exp.n_rep or policy.default_n_rep
-    valid_kept = sum(1 for t in kept if t.status == TrialStatus.valid)
+    valid_kept = kept.counts.valid
     if not c.expected:
         return Check(id="valid_count", title=title, status=WARN,
                      evidence=f"{c.valid} valid of ? expected: benchmark size of {exp.benchmark!r} unknown and no "
@@ -103,12 +101,11 @@ def _check_valid(exp: Experiment, policy: Policy, kept: list[Trial], deduped: bo
                  action=f"resume the errored trials ({missing} short of {c.expected}); do not register a partial")
 
 
-def _check_duplicates(exp: Experiment, policy: Policy) -> Check:
+def _check_duplicates(exp: Experiment, policy: Policy, on_disk: Census) -> Check:
     title = "No duplicates"
     c = exp.counts
     n_rep = exp.n_rep or policy.default_n_rep
-    per_task = Counter(t.task_name for t in exp.trials if t.copy_of is None)
-    over = sum(1 for n in per_task.values() if n > n_rep)
+    over = sum(1 for n in on_disk.per_task.values() if n > n_rep)
     size = exp.benchmark_size
     problems = []
     attempts = c.total + c.running
@@ -125,17 +122,16 @@ def _check_duplicates(exp: Experiment, policy: Policy) -> Check:
                  action="dedupe (score-blind) before anything else, then re-audit", remediation="dedupe")
 
 
-def _check_error_gate(exp: Experiment, policy: Policy, kept: list[Trial], deduped: bool) -> tuple[Check, float | None]:
+def _check_error_gate(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -> tuple[Check, float | None]:
     title = "Error gate"
-    finished = [t for t in kept if t.status != TrialStatus.running]
-    if not finished:
+    n_finished = kept.counts.total
+    if not n_finished:
         return Check(id="error_gate", title=title, status=SKIP, evidence="no finished attempts yet"), None
-    invalid = [t for t in finished if is_invalid_error(t, policy)]
-    frac = len(invalid) / len(finished)
-    types = Counter(_invalid_kind(t) for t in invalid)
-    top = ", ".join(f"{k} ×{v}" for k, v in types.most_common(3))
+    n_invalid = kept.counts.invalid_errors
+    frac = n_invalid / n_finished
+    top = ", ".join(f"{k} ×{v}" for k, v in kept.invalid_kinds.most_common(3))
     limit = _pct(policy.error_fraction_max)
-    ev = f"{len(invalid)} invalid errors / {len(finished)} attempts = {_pct(frac)} (limit {limit})"
+    ev = f"{n_invalid} invalid errors / {n_finished} attempts = {_pct(frac)} (limit {limit})"
     if top:
         ev += f": {top}"
     if deduped:
@@ -144,14 +140,6 @@ def _check_error_gate(exp: Experiment, policy: Policy, kept: list[Trial], dedupe
         return Check(id="error_gate", title=title, status=FAIL, evidence=ev,
                      action="resume the errored trials; de-register the row if a partial was registered"), frac
     return Check(id="error_gate", title=title, status=PASS, evidence=ev), frac
-
-
-def _invalid_kind(t: Trial) -> str:
-    if t.exception_type:
-        return t.exception_type
-    if t.parse_error and t.parse_error != NO_REWARD_NOR_EXCEPTION:
-        return "unreadable result.json"
-    return "no reward"
 
 
 def _check_model(exp: Experiment) -> Check:
@@ -183,31 +171,27 @@ def _check_benchmark(exp: Experiment) -> Check:
     return Check(id="benchmark_name", title=title, status=PASS, evidence=repr(exp.benchmark))
 
 
-def bias_notes(exp: Experiment, trials: list[Trial], policy: Policy) -> list[str]:
+def bias_notes(exp: Experiment, kept: Census) -> list[str]:
     notes: list[str] = []
-    finished = [t for t in trials if t.status != TrialStatus.running]
-    no_verifier = [t for t in finished if t.reward is None and (
-        t.failure_class == "verifier_failed" or t.exception_type == "AgentTimeoutError")]
-    infra = [t for t in finished if t.reward is None and t.failure_class in ("sandbox_failed", "model_provider_failed")]
-    timeout_scored = [t for t in finished if t.reward is not None and t.exception_type == "AgentTimeoutError"]
-    rewards = [t.reward for t in finished if t.reward is not None]
-    if no_verifier:
-        mean_drop = sum(rewards) / len(rewards) if rewards else 0.0
-        mean_zero = sum(rewards) / (len(rewards) + len(no_verifier))
+    n_rewards = kept.counts.valid
+    if kept.no_verifier:
+        mean_drop = kept.reward_sum / n_rewards if n_rewards else 0.0
+        mean_zero = kept.reward_sum / (n_rewards + kept.no_verifier)
         notes.append(
-            f"{len(no_verifier)} trial(s) have no reward because the verifier never ran "
+            f"{kept.no_verifier} trial(s) have no reward because the verifier never ran "
             "(VerificationNotCompleted / AgentTimeout without a reward): the true score is ≈ 0 for them. "
             f"Harbor's mean drops them ({mean_drop:.3f}, biased up); the leaderboard counts them as 0 "
             f"({mean_zero:.3f}). Resume them on a healthy sandbox to recover real passes."
         )
-    if infra:
-        kinds = Counter(t.exception_type for t in infra).most_common(3)
+    if kept.infra:
+        n_infra = sum(kept.infra.values())
+        kinds = ", ".join(f"{k} ×{v}" for k, v in kept.infra.most_common(3))
         notes.append(
-            f"{len(infra)} infra error(s) ({', '.join(f'{k} ×{v}' for k, v in kinds)}): uncorrelated with "
+            f"{n_infra} infra error(s) ({kinds}): uncorrelated with "
             "solvability, so dropping them is ~unbiased; re-run for completeness, never impute 0."
         )
-    if timeout_scored:
-        notes.append(f"{len(timeout_scored)} AgentTimeoutError trial(s) carry a reward: valid 0s, not errors — "
+    if kept.timeout_scored:
+        notes.append(f"{kept.timeout_scored} AgentTimeoutError trial(s) carry a reward: valid 0s, not errors — "
                      "do not filter or re-run them.")
     for p in exp.problems:
         notes.append(f"read problem: {p}")
@@ -218,15 +202,12 @@ def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetim
     policy = policy or Policy()
     now = now or datetime.now(UTC)
     n_rep = exp.n_rep or policy.default_n_rep
-    dup = _check_duplicates(exp, policy)
+    on_disk: Census = exp._census if exp._census is not None else take_census(exp.trials, policy)
+    dup = _check_duplicates(exp, policy, on_disk)
     deduped = dup.status == FAIL
-    if deduped:
-        kept, _, _ = select_keep(exp.trials, n_rep)
-    else:
-        kept = [t for t in exp.trials if t.copy_of is None]
-    kept_counts = count_trials(kept, policy)
+    kept = take_census(select_keep(exp.trials, n_rep)[0], policy) if deduped else on_disk
     finished = _check_finished(exp)
-    score = _check_score(exp, kept_counts.valid)
+    score = _check_score(exp, kept.counts.valid)
     valid = _check_valid(exp, policy, kept, deduped)
     gate, err_frac = _check_error_gate(exp, policy, kept, deduped)
     checks = [
@@ -255,7 +236,7 @@ def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetim
         verdict = "investigate"
     else:
         verdict = "finalize"
-    notes = bias_notes(exp, kept, policy)
+    notes = bias_notes(exp, kept)
     if verdict == "resume":
         notes.insert(0, "Below 90% valid or over the error gate: resume, never register; if a partial row was "
                      "already registered, de-register that one row.")

@@ -279,9 +279,9 @@ def write_demo(root: str | Path, now: datetime = DEMO_NOW, seed: int = 7) -> lis
             if t.running:
                 # files carry the times a live trial would have left on them, so idle and
                 # running-time figures read true
-                started = t.started.timestamp()
-                last = min(now.timestamp(), started + 20 * len(log_lines))
-                os.utime(tdir / "config.json", (started, started))
+                t_start = t.started.timestamp()
+                last = min(now.timestamp(), t_start + 20 * len(log_lines))
+                os.utime(tdir / "config.json", (t_start, t_start))
                 os.utime(tdir / "trial.log", (last, last))
                 continue
             (tdir / "verifier").mkdir()

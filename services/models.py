@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class State(StrEnum):
@@ -115,6 +115,8 @@ class Experiment(BaseModel):
     problems: list[str] = Field(default_factory=list, description="what could not be read, and where")
     trials: list[Trial] = Field(default_factory=list, exclude=True, repr=False)
     stale_since: datetime | None = Field(None, description="set when this is the last good copy")
+    # the one-pass figures assemble took over `trials` (services.census.Census); not serialised
+    _census: Any = PrivateAttr(default=None)
 
     @property
     def expected(self) -> int | None:

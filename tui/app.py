@@ -137,20 +137,6 @@ def demo_source(config: Config, root: Path | None = None) -> Source:
     return HarborSource(root, config.policy, label=DEMO_LABEL)
 
 
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker while stderr is still a real file.
-
-    Sources may parse in a process pool; the tracker it needs is spawned on first use with
-    stderr's descriptor, and once Textual has replaced stderr that spawn fails.
-    """
-    try:
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()
-    except Exception:
-        pass
-
-
 class EvaldeskApp(App[int]):
     TITLE = "evaldesk"
     CSS_PATH = str(Path(__file__).parent / "app.tcss")  # absolute: subclasses live elsewhere
@@ -170,7 +156,6 @@ class EvaldeskApp(App[int]):
         startup_errors: list[str] | None = None,
     ) -> None:
         super().__init__()
-        _start_resource_tracker()
         self.config = config or Config()
         self.policy: Policy = self.config.policy
         self.read_only = bool(read_only or self.config.read_only)
