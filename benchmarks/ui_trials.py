@@ -79,11 +79,16 @@ class TimedApp(App[None]):
         self.key_to_frame: list[tuple[str, float]] = []
         self._key_name = ""
         self.frames: list[float] = []
+        self.keys_seen = 0
+        self._last_key: events.Key | None = None
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key):
+        # a key event bubbling back up to the App must not restart its clock
+        if isinstance(event, events.Key) and event is not self._last_key:
+            self._last_key = event
             self.key_at = time.perf_counter()
             self._key_name = event.key
+            self.keys_seen += 1
         await super().on_event(event)
 
     def _display(self, screen: Screen[Any], renderable: Any) -> None:

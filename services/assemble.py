@@ -100,14 +100,15 @@ def _dataset_name(cfg: JobConfigFile | None) -> str | None:
 
 def collapse_copies(trials: list[Trial]) -> None:
     """Mark staged/restored copies: same trial_name, deeper path than the original."""
-    by_name: dict[str, list[Trial]] = defaultdict(list)
+    first: dict[str, Trial] = {}
+    clashes: dict[str, list[Trial]] = {}
     for t in trials:
         if t.copy_of is not None:
             _set(t, "copy_of", None)
-        by_name[t.trial_name].append(t)
-    for group in by_name.values():
-        if len(group) < 2:
-            continue
+        seen = first.setdefault(t.trial_name, t)
+        if seen is not t:
+            clashes.setdefault(t.trial_name, [seen]).append(t)
+    for group in clashes.values():
         group.sort(key=lambda t: (t.path.count("/"), t.path))
         original = group[0]
         for dup in group[1:]:

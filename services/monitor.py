@@ -498,20 +498,29 @@ class MonitorState:
 
         # (d) a single trial past timeout_factor × the inference timeout
         limit = th.timeout_factor * reading.inference_timeout_s
+        overdue_trial: str | None = None
         # in a finished job a trial without result.json is an orphan, which the audit reports
-        for r in reading.running if exp.state != State.finished else ():
-            if r.running_s > limit:
-                holding[f"d:{r.path}"] = (
-                    f"trial {r.trial_name} running {fmt_duration(r.running_s)}, "
-                    f"{th.timeout_factor:g} × the {fmt_duration(reading.inference_timeout_s)} timeout is "
-                    f"{fmt_duration(limit)}; idle {fmt_duration(r.idle_s)}"
-                )
+        overdue = [r for r in (reading.running if exp.state != State.finished else ()) if r.running_s > limit]
+        if overdue:
+            # one warning per experiment, naming the worst trial: a stuck sandbox pool makes many
+            # trials overdue at once, and one line each would bury every other warning
+            worst = max(overdue, key=lambda r: r.running_s)
+            more = f" ({len(overdue)} trials past the limit)" if len(overdue) > 1 else ""
+            overdue_trial = worst.path
+            holding["d"] = (
+                f"trial {worst.trial_name} running {fmt_duration(worst.running_s)}, "
+                f"{th.timeout_factor:g} × the {fmt_duration(reading.inference_timeout_s)} timeout is "
+                f"{fmt_duration(limit)}; idle {fmt_duration(worst.idle_s)}{more}"
+            )
 
         new: list[MonitorWarning] = []
         for wkey, evidence in holding.items():
             if wkey in series.active:
                 # keep the first firing time, refresh the evidence
-                series.active[wkey] = series.active[wkey].model_copy(update={"evidence": evidence})
+                update: dict[str, object] = {"evidence": evidence}
+                if wkey == "d":
+                    update["trial"] = overdue_trial
+                series.active[wkey] = series.active[wkey].model_copy(update=update)
                 continue
             rule = wkey[0]
             w = MonitorWarning(
@@ -520,7 +529,7 @@ class MonitorState:
                 rule=rule,  # type: ignore[arg-type]
                 at=at,
                 evidence=evidence,
-                trial=wkey[2:] if rule == "d" else None,
+                trial=overdue_trial if rule == "d" else None,
             )
             series.active[wkey] = w
             series.fired.append(w)

@@ -196,8 +196,10 @@ async def test_compact_layout_toggles_panels(tmp_path: Path, tmp_path_factory: T
         await pilot.press("d")
         assert screen.diagnose.display and not screen.log_tail.display
         await pilot.press("slash")  # searching shows the log again
-        assert screen.log_tail.display
-        await pilot.press("escape")
+        assert screen.log_tail.display and screen.log_tail.has_class("-searching")
+        await pilot.press("escape")  # closes the search box, not the screen
+        assert not screen.log_tail.has_class("-searching")
+        assert app.screen is screen
 
 
 async def test_bad_inputs_missing_binary_and_escaping_paths(tmp_path: Path, tmp_path_factory: TempPathFactory) -> None:

@@ -122,6 +122,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("trials.next_match", "n", "log_match(1)", "Next match in the log", "trials", show=False),
     ActionSpec("trials.prev_match", "N", "log_match(-1)", "Previous match in the log", "trials", show=False),
     ActionSpec("trials.wrap", "w", "log_wrap", "Wrap", "trials"),
+    ActionSpec("trials.follow", "end", "log_follow", "Log: follow new lines (End in the log)", "trials",
+               show=False),
     ActionSpec("trials.back", "escape", "back", "Clear/back", "trials", key_display="esc"),
     ActionSpec("trials.back_q", "q", "back", "Back", "trials", show=False, palette=False),
     # monitor

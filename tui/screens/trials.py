@@ -578,6 +578,10 @@ class TrialsScreen(Screen[None]):
     def action_log_wrap(self) -> None:
         self.log_tail.action_toggle_wrap()
 
+    def action_log_follow(self) -> None:
+        self.log_tail.follow = True
+        self.log_tail.scroll_to_end()
+
     def action_back(self) -> None:
         if self.grouped or self.status_filter is not None or self.focus_filter is not None:
             self.grouped = False
