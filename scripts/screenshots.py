@@ -65,6 +65,8 @@ async def capture(jobs: Path, state: Path, name: str, keys: list[str], size: tup
         for key in keys:
             await pilot.press(key)
             await settle(pilot)
+        app.clear_notifications()  # toasts would cover the screen being shown
+        await pilot.pause()
         svg_name = f"{name}-{size[0]}x{size[1]}.svg"
         app.save_screenshot(filename=svg_name, path=str(out))
     svg = out / svg_name

@@ -202,7 +202,9 @@ def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetim
     policy = policy or Policy()
     now = now or datetime.now(UTC)
     n_rep = exp.n_rep or policy.default_n_rep
-    on_disk: Census = exp._census if exp._census is not None else take_census(exp.trials, policy)
+    on_disk: Census | None = exp._census
+    if on_disk is None or on_disk.benign != frozenset(policy.benign_exceptions):
+        on_disk = take_census(exp.trials, policy)
     dup = _check_duplicates(exp, policy, on_disk)
     deduped = dup.status == FAIL
     kept = take_census(select_keep(exp.trials, n_rep)[0], policy) if deduped else on_disk

@@ -49,12 +49,13 @@ class Census:
     n_input_tokens: int = 0
     n_output_tokens: int = 0
     cost_usd: float = 0.0
+    benign: frozenset[str] = frozenset()  # the policy it was taken under
 
 
 def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
-    cen = Census()
+    benign = frozenset(policy.benign_exceptions)
+    cen = Census(benign=benign)
     c = cen.counts
-    benign = set(policy.benign_exceptions)
     for t in trials:
         if t.copy_of is not None:
             c.copies += 1

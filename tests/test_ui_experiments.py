@@ -6,10 +6,12 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input
+from textual.widgets.data_table import ColumnKey
 
 from services.models import Snapshot
 from services.sources.base import ProgressFn
@@ -126,14 +128,14 @@ async def test_sort_toggles_direction_with_the_same_key(app) -> None:  # type: i
         await settle(pilot)
         screen = home(app)
         await pilot.press("7")  # score
-        scores = [r.exp.score for r in screen.shown]
+        scores = [r.exp.score or 0.0 for r in screen.shown]
         assert scores == sorted(scores)
         table = screen.query_one(DataTable)
-        assert str(table.columns["score"].label).endswith("▲")
+        assert str(table.columns[ColumnKey("score")].label).endswith("▲")
         await pilot.press("7")
-        scores = [r.exp.score for r in screen.shown]
+        scores = [r.exp.score or 0.0 for r in screen.shown]
         assert scores == sorted(scores, reverse=True)
-        assert str(table.columns["score"].label).endswith("▼")
+        assert str(table.columns[ColumnKey("score")].label).endswith("▼")
         await pilot.press("s")  # next column: error %
         assert screen.sort_col == "errors" and not screen.sort_reverse
         await pilot.press("S")
@@ -249,8 +251,11 @@ def test_one_registry_feeds_every_binding() -> None:
         assert not [k for k, n in Counter(keys).items() if n > 1], f"{scope}: a key bound twice"
         if scope != GLOBAL:
             assert not set(keys) & global_keys, f"{scope} hides a key that works everywhere"
-    for owner, scope in [(EvaldeskApp, GLOBAL), (ExperimentsScreen, "experiments"), (Audit, "audit"),
-                         (ConfirmScreen, "confirm"), (Help, "help"), (Log, "log")]:
+    owners: list[tuple[Any, str]] = [
+        (EvaldeskApp, GLOBAL), (ExperimentsScreen, "experiments"), (Audit, "audit"),
+        (ConfirmScreen, "confirm"), (Help, "help"), (Log, "log"),
+    ]
+    for owner, scope in owners:
         bindings = [b for b in owner.BINDINGS if isinstance(b, Binding)]
         assert bindings == bindings_for(scope)
         # ids let a keymap remap any key; descriptions feed the footer, help and palette

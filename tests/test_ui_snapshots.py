@@ -29,15 +29,22 @@ def snapshot_app(factory: pytest.TempPathFactory, state: Path) -> EvaldeskApp:
     return make_demo_app(shared_demo(factory), state)
 
 
+async def quiet(pilot: Pilot) -> None:
+    """Toasts (a monitor rule firing on the running demo job) would cover the screen."""
+    pilot.app.clear_notifications()  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
+
+
 async def at_home(pilot: Pilot) -> None:
     await settle(pilot)
+    await quiet(pilot)
 
 
 async def at_audit(pilot: Pilot) -> None:
     await settle(pilot)
     app = pilot.app  # type: ignore[attr-defined]
     app.open_audit(DEV_KEY)
-    await pilot.pause()  # type: ignore[attr-defined]
+    await quiet(pilot)
 
 
 async def at_confirm(pilot: Pilot) -> None:
@@ -47,12 +54,13 @@ async def at_confirm(pilot: Pilot) -> None:
     checklist.highlighted = [i.id for i in checklist.items].index("duplicates")
     app.request_dedupe(DEV_KEY)
     await settle(pilot, 3)
+    await quiet(pilot)
 
 
 async def at_help(pilot: Pilot) -> None:
     await settle(pilot)
     await pilot.press("question_mark")  # type: ignore[attr-defined]
-    await pilot.pause()  # type: ignore[attr-defined]
+    await quiet(pilot)
 
 
 SCREENS: dict[str, Callable[[Pilot], Awaitable[None]]] = {

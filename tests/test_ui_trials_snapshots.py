@@ -42,6 +42,8 @@ async def _open(pilot: Any, keys: list[str]) -> None:
                                   and bool(tail.lines) and trial.trial_name in tail.title)
         if ready or time.monotonic() > deadline:
             break
+    # the app's own notices (monitor rules on the demo's running job) would cover the panels
+    app.clear_notifications()
     await pilot.pause(0.1)
 
 

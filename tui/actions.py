@@ -78,6 +78,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                help="Command palette"),
     ActionSpec("app.log", "L", "show_log", "Log", GLOBAL, show=False, help="Log of errors and notices"),
     ActionSpec("app.refresh", "r", "refresh", "Refresh", GLOBAL, help="Scan every source again now"),
+    ActionSpec("app.pause", "p", "toggle_pause", "Pause", GLOBAL, show=False,
+               help="Pause polling of every source; again to resume"),
     # experiments (home)
     ActionSpec("experiments.open", "enter", "open_trials", "Trials", "experiments", key_display="⏎",
                help="Trials of the selected experiment"),
@@ -127,8 +129,6 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("trials.back", "escape", "back", "Clear/back", "trials", key_display="esc"),
     ActionSpec("trials.back_q", "q", "back", "Back", "trials", show=False, palette=False),
     # monitor
-    ActionSpec("monitor.pause", "p", "toggle_pause", "Pause", "monitor",
-               help="Freeze the display (polls and rules go on); again to resume"),
     ActionSpec("monitor.next", "right_square_bracket", "cycle(1)", "Next", "monitor", key_display="]",
                help="Next monitored experiment"),
     ActionSpec("monitor.prev", "left_square_bracket", "cycle(-1)", "Previous", "monitor", show=False,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import sys
 import time
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from textual import on
 from textual.app import App
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from services.config import Config, data_dir
@@ -30,7 +32,15 @@ from services.monitor import MonitorState, probe_snapshot
 from services.policy import Policy
 from services.sources.base import Source
 from tui.actions import GLOBAL, bindings_for
-from tui.messages import ChromeChanged, PlanReady, ScanFinished, ScanProgress, SnapshotUpdated, WriteDone
+from tui.messages import (
+    ChromeChanged,
+    PlanReady,
+    PollingChanged,
+    ScanFinished,
+    ScanProgress,
+    SnapshotUpdated,
+    WriteDone,
+)
 from tui.palette import EvaldeskCommands
 
 if TYPE_CHECKING:
@@ -133,8 +143,14 @@ def demo_source(config: Config, root: Path | None = None) -> Source:
 
     root = root or data_dir() / "demo"
     if not root.exists() or not any(root.iterdir()):
-        write_demo(root)
+        # dated now, so the running job in the demo looks live on the monitor
+        write_demo(root, now=datetime.now(UTC))
     return HarborSource(root, config.policy, label=DEMO_LABEL)
+
+
+def _reason(err: object) -> str:
+    # the cause first: the header has room for a few words, and the path is the source's label
+    return str(getattr(err, "message", None) or (err if err is not None else "cancelled"))
 
 
 class EvaldeskApp(App[int]):
@@ -164,6 +180,11 @@ class EvaldeskApp(App[int]):
         self._now = now
         self._journal = journal
         self.poll = poll
+        self.paused = False
+        self._poll_timers: dict[str, Timer] = {}
+        self.next_poll_in: dict[str, float] = {}
+        # label -> (consecutive failures, last reason), shown in the header
+        self.poll_failures: dict[str, tuple[int, str]] = {}
         self.cursor_blink = cursor_blink
         self.snapshots: dict[str, Snapshot] = {}
         self.audits: dict[str, AuditReport] = {}
@@ -275,11 +296,62 @@ class EvaldeskApp(App[int]):
         for err in self._startup_errors:
             self.record("error", "source", err)
         self.refresh_sources()
-        if self.poll:
-            self.set_interval(self.config.poll_interval_s, self._poll)
 
-    def _poll(self) -> None:
-        self.refresh_sources(force=False)
+    # ---- polling: each source on its own interval, re-armed after each scan ends ------------
+
+    def interval_for(self, src: Source) -> float:
+        """The source's own poll interval: its config entry, else the config default for local
+        disk, else a gentler default for anything reached over the network."""
+        from services.poller import default_interval
+
+        for entry in self.config.sources:
+            if entry.poll_interval_s and entry.name in (src.label, None) and entry.path in (
+                src.label, getattr(src, "root", None)):
+                return entry.poll_interval_s
+        for host in self.config.hosts:
+            if host.poll_interval_s and src.label.startswith(host.name):
+                return host.poll_interval_s
+        if src.kind == "harbor":
+            return self.config.poll_interval_s
+        return max(self.config.poll_interval_s, default_interval(src))
+
+    def _arm(self, label: str) -> None:
+        old = self._poll_timers.pop(label, None)
+        if old is not None:
+            old.stop()
+        src = self._sources_by_label.get(label)
+        if src is None or not self.poll or self.paused:
+            return
+        interval = self.interval_for(src)
+        failures = self.poll_failures.get(label, (0, ""))[0]
+        # a failing source backs off exponentially, capped at five minutes
+        delay = min(interval * 2**failures, max(300.0, interval)) if failures else interval
+        self.next_poll_in[label] = delay
+        self._poll_timers[label] = self.set_timer(delay, lambda: self._start_scan(src, force=False))
+
+    def action_toggle_pause(self) -> None:
+        """Pause polling (the screens keep the last snapshot); again to resume at once."""
+        self.paused = not self.paused
+        if self.paused:
+            for timer in self._poll_timers.values():
+                timer.stop()
+            self._poll_timers.clear()
+            self.notify("Polling paused: p resumes, r reads once now", timeout=3)
+        else:
+            self.refresh_sources(force=False)
+        self._chrome_changed()
+        for screen in self.screen_stack:
+            screen.post_message(PollingChanged())
+
+    def _scan_failed(self, label: str, err: BaseException | None) -> None:
+        reason = _reason(err)
+        count = self.poll_failures.get(label, (0, ""))[0]
+        self.poll_failures[label] = (count + 1, reason)
+
+    def _scan_ok(self, label: str) -> None:
+        if label in self.poll_failures:
+            self.poll_failures.pop(label)
+            self.record("information", label, f"{label}: reading again after a failure")
 
     async def on_unmount(self) -> None:
         for src in self.sources:
@@ -322,12 +394,17 @@ class EvaldeskApp(App[int]):
             self.post_message(ScanProgress(label, done, total, message))
 
         snapshot = await src.scan(progress)
+        for exp in snapshot.experiments:
+            if not exp.source_label:
+                exp.source_label = label
         audits = await asyncio.to_thread(self._audit_all, snapshot)
         try:
             activity = await probe_snapshot(snapshot, src.fs())
         except Exception:  # activity only sharpens idle times; the scan itself is what matters
             activity = {}
-        self.post_message(ScanFinished(label, snapshot, audits, time.monotonic() - t0, activity))
+        # the monitor walks every trial: off the event loop, under its own lock
+        warnings = await asyncio.to_thread(self.monitor.feed, snapshot, activity)
+        self.post_message(ScanFinished(label, snapshot, audits, time.monotonic() - t0, activity, warnings))
 
     def _audit_all(self, snapshot: Snapshot) -> dict[str, object]:
         from services.audit import audit_experiment
@@ -374,13 +451,17 @@ class EvaldeskApp(App[int]):
             if sig not in self._seen_source_errors:
                 self._seen_source_errors.add(sig)
                 self.record("warning", err.source, f"{err.where}: {err.message}")
-        for warning in self.monitor.feed(snap, message.activity):
+        for warning in message.warnings:
             self.record("warning", f"monitor {warning.id}"[:40],
                         f"{warning.id}: rule {warning.rule} ({warning.title}): {warning.evidence}")
         self.last_refresh = self.now()
         self.last_scan_seconds[label] = message.seconds
         for screen in self.screen_stack:
             screen.post_message(SnapshotUpdated(snap))
+        self._scan_ok(label)
+        # 100k parsed trials stay alive between scans; a full cyclic GC over them stalls a key
+        # press by ~0.5 s, so what exists now is moved out of the collector's generations
+        gc.freeze()
         self._scan_done(label)
 
     def _scan_done(self, label: str) -> None:
@@ -392,6 +473,8 @@ class EvaldeskApp(App[int]):
             src = self._sources_by_label.get(label)
             if src is not None:
                 self._start_scan(src, force=False)
+                return
+        self._arm(label)
 
     # ---- the one worker-failure handler -------------------------------------------------
 
@@ -403,7 +486,13 @@ class EvaldeskApp(App[int]):
             err = worker.error
             detail = "".join(traceback.format_exception(err)) if isinstance(err, BaseException) else ""
             what = worker.description or worker.name or "background task"
-            self.record("error", what, f"{what} failed: {type(err).__name__}: {err}", detail)
+            scan_label = group[len("scan-"):] if group.startswith("scan-") else None
+            repeated = scan_label is not None and self.poll_failures.get(scan_label, (0, ""))[1] == _reason(err)
+            # a source that stays down says so once (and in the header), not on every poll
+            if not repeated:
+                self.record("error", what, f"{what} failed: {type(err).__name__}: {err}", detail)
+            if scan_label is not None:
+                self._scan_failed(scan_label, err if isinstance(err, BaseException) else None)
             if group == "write":
                 self._writing = False
         if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and group.startswith("scan-"):

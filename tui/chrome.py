@@ -54,6 +54,14 @@ class ConsoleHeader(Widget):
         elif app.last_refresh is not None:
             text.append(" │ ", style="dim")
             text.append(f"read {app.last_refresh.astimezone().strftime('%H:%M:%S')}")
+        if app.paused:
+            text.append(" │ ", style="dim")
+            text.append(" PAUSED ", style="bold black on yellow")
+        for label, (count, reason) in list(app.poll_failures.items())[:1]:
+            text.append(" │ ", style="dim")
+            wait = app.next_poll_in.get(label)
+            retry = f", retry in {wait:.0f}s" if wait and wait >= 10 else f", retry in {wait:.1f}s" if wait else ""
+            text.append(f"{label[:14]} down ×{count}: {reason}{retry}", style="bold red")
         if app.read_only:
             text.append(" │ ", style="dim")
             text.append(" READ-ONLY ", style="bold black on yellow")

@@ -32,7 +32,7 @@ class ScanFinished(Message):
     """A scan worker's result: the snapshot and the audits computed off the event loop."""
 
     def __init__(self, label: str, snapshot: Snapshot, audits: dict[str, object], seconds: float,
-                 activity: dict[str, Any] | None = None) -> None:
+                 activity: dict[str, Any] | None = None, warnings: list[Any] | None = None) -> None:
         super().__init__()
         self.label = label
         self.snapshot = snapshot
@@ -40,6 +40,8 @@ class ScanFinished(Message):
         self.seconds = seconds
         # experiment key -> trial path -> services.monitor.Activity (running trials' logs)
         self.activity = activity or {}
+        # services.monitor.MonitorWarning that started to hold on this scan (fed off the loop)
+        self.warnings = warnings or []
 
 
 class ChromeChanged(Message):
@@ -64,3 +66,7 @@ class WriteDone(Message):
         self.action = action
         self.key = key
         self.summary = summary
+
+
+class PollingChanged(Message):
+    """Polling was paused or resumed, or a source started or stopped failing."""

@@ -33,7 +33,7 @@ from services.monitor import (
 )
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
-from tui.messages import SnapshotUpdated
+from tui.messages import PollingChanged, SnapshotUpdated
 from widgets.plots import Line, PlotData, SeriesPlot
 from widgets.state_badge import state_badge
 
@@ -158,6 +158,14 @@ class MonitorScreen(Screen[None]):
         self._own: MonitorState | None = None
 
     @property
+    def paused(self) -> bool:
+        return bool(getattr(self.app, "paused", False))
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        return None
+
+    @property
     def evaldesk(self) -> EvaldeskApp:
         return cast("EvaldeskApp", self.app)
 
@@ -211,8 +219,11 @@ class MonitorScreen(Screen[None]):
             for exp in message.snapshot.experiments:
                 if experiment_key(exp) in self.keys:
                     self._own.feed_experiment(exp)
-        if not self.paused:
-            self.render_monitor()
+        self.render_monitor()
+
+    @on(PollingChanged)
+    def _on_polling_changed(self) -> None:
+        self.render_monitor()
 
     def on_resize(self, event: Resize) -> None:
         self._layout(event.size.width, event.size.height)
@@ -226,6 +237,10 @@ class MonitorScreen(Screen[None]):
     # ---- drawing ------------------------------------------------------------------------
 
     def render_monitor(self) -> None:
+        with self.monitor.lock:
+            self._render_monitor()
+
+    def _render_monitor(self) -> None:
         key = self.key
         title = self.query_one("#mon-title", Static)
         series = self.monitor.series(key) if key else None
@@ -244,7 +259,7 @@ class MonitorScreen(Screen[None]):
             tail.append(f" [{self.index + 1}/{len(self.keys)}]", style="bold")
         if self.paused:
             tail.append(" ")
-            tail.append(" PAUSED ", style="bold black on yellow")
+            tail.append(" PAUSED ", style="bold black on yellow")  # p pauses polling (app-wide)
         head = Text.assemble(state_badge(reading.state.value, compact=True), " ", (reading.id, "bold"))
         if exp is not None and width >= WIDE_BELOW:
             head.append(f" · {exp.benchmark or '—'} · {(exp.model or '—').split('/')[-1]}", style="dim")
@@ -288,9 +303,6 @@ class MonitorScreen(Screen[None]):
 
     # ---- actions ------------------------------------------------------------------------
 
-    def action_toggle_pause(self) -> None:
-        self.paused = not self.paused
-        self.render_monitor()
 
     def action_cycle(self, step: int) -> None:
         if len(self.keys) > 1:
