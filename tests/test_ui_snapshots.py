@@ -63,11 +63,18 @@ async def at_help(pilot: Pilot) -> None:
     await quiet(pilot)
 
 
+async def at_log(pilot: Pilot) -> None:
+    await settle(pilot)
+    await pilot.press("L")  # type: ignore[attr-defined]
+    await quiet(pilot)
+
+
 SCREENS: dict[str, Callable[[Pilot], Awaitable[None]]] = {
     "experiments": at_home,
     "audit": at_audit,
     "confirm": at_confirm,
     "help": at_help,
+    "log": at_log,
 }
 
 
