@@ -195,10 +195,6 @@ def _load_trial(loc: TrialLoc, ckey: _FileKey) -> _Cached:
     return _Cached(rkey, ckey, trial)
 
 
-def _load_chunk(items: list[tuple[TrialLoc, _FileKey]]) -> list[_Cached]:
-    return [_load_trial(loc, ckey) for loc, ckey in items]
-
-
 _JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env", "configs")
 
 PROCESS_POOL_MIN = 4000
