@@ -116,8 +116,8 @@ FAILURE_CLASS_MEANING: Final[dict[str, str]] = {
     "drops these (biased up), the leaderboard counts them as 0; resume on a healthy sandbox",
     "harbor_failed": "a Harbor-side failure (missing extra, unsupported operation); fix the harness and re-run",
     "cancelled": "cancelled before it finished; Harbor's resume re-runs it",
-    "agent_exhausted_budget": "the agent ran out of time or context; with a reward it is a valid 0 — "
-    "do not re-run",
+    "agent_exhausted_budget": "the agent ran out of time or context, or exited non-zero; a benign type "
+    "(timeout, context overflow) with a reward is a valid 0 — do not re-run",
     "agent_refused_task": "the agent or provider refused; with a reward it is a valid measurement",
     "unclassified": "not in Harbor's error-policy table: read the traceback",
 }

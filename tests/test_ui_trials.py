@@ -10,8 +10,9 @@ from pathlib import Path
 from pytest import TempPathFactory
 from textual.pilot import Pilot
 
+from services.diagnosis import score_effect
 from tests.ui_demo import copy_job, make_demo_app, settle, shared_demo
-from tui.screens.trials import TrialsScreen, score_effect, trial_file
+from tui.screens.trials import TrialsScreen, trial_file
 from widgets.log_tail import LogTail
 from widgets.trial_table import VirtualTable
 
@@ -102,11 +103,11 @@ async def test_diagnose_and_same_failure_filter(tmp_path: Path, tmp_path_factory
         rows = shown(screen)
         assert len(rows) == 12 and {r[4] for r in rows} == {"VerifierOutputParseError"}
 
-        # a trial with an exception and a reward is a valid measurement
+        # a reward with a non-benign exception: Harbor counts the reward, the error gate counts the error
         await pilot.press("escape", "g", "enter")  # NonZeroAgentExitCodeError, all with a reward
         await wait_for(pilot, lambda: screen.diagnose.info is not None
                        and screen.diagnose.info.exception_type == "NonZeroAgentExitCodeError")
-        assert "a valid measurement" in screen.diagnose.text
+        assert "invalid error" in screen.diagnose.text
 
 
 async def test_other_attempts_of_a_task(tmp_path: Path, tmp_path_factory: TempPathFactory) -> None:
@@ -251,7 +252,10 @@ def test_score_effect_is_decided_by_reward_presence() -> None:
     infra = timeout_unscored.model_copy(update={"exception_type": "DaytonaError", "failure_class": "unclassified"})
     assert "valid measurement" in score_effect(timeout_scored)
     assert "verifier never ran" in score_effect(timeout_unscored)
-    assert "~unbiased" in score_effect(infra)
+    assert "~unbiased" in score_effect(infra.model_copy(update={"failure_class": "sandbox_failed"}))
+    # a reward does not excuse a non-benign exception: the error gate counts it
+    crashed = timeout_scored.model_copy(update={"exception_type": "NonZeroAgentExitCodeError"})
+    assert "invalid error" in score_effect(crashed)
 
 
 async def test_snapshot_update_refreshes_the_table(tmp_path: Path, tmp_path_factory: TempPathFactory) -> None:

@@ -24,6 +24,21 @@ from widgets.state_badge import state_badge
 if TYPE_CHECKING:
     from tui.app import EvaldeskApp
 
+_HARBOR_STAMP = re.compile(r"[_-]?\d{4}-\d{2}-\d{2}__\d{2}-\d{2}-\d{2}$")
+
+
+def short_id(e: Experiment) -> str:
+    """Run dirs read <benchmark>_<model>_<timestamp>; in a narrow table the benchmark prefix and
+    the timestamp hide the one part that tells rows apart, so the compact id drops them (the
+    detail line below the table shows the full id)."""
+    shown = e.id
+    prefix = e.benchmark_from_dir
+    if prefix and shown.startswith(prefix) and len(shown) > len(prefix) + 1:
+        shown = shown[len(prefix) + 1 :]
+    shown = _HARBOR_STAMP.sub("", shown)
+    return shown or e.id
+
+
 COMPACT_BELOW = 110  # columns; narrower terminals drop source/benchmark/model into the detail line
 VERDICT_STYLES = {
     "finalize": "green",
@@ -111,7 +126,8 @@ class Row:
         if col == "source":
             return Text(e.source_label)
         if col == "id":
-            return Text(e.id if len(e.id) <= width else e.id[: max(1, width - 1)] + "…")
+            shown = short_id(e) if compact else e.id
+            return Text(shown if len(shown) <= width else shown[: max(1, width - 1)] + "…")
         if col == "benchmark":
             b = e.benchmark or "—"
             return Text(b if len(b) <= width else b[: width - 1] + "…")

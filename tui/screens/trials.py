@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
+from services.diagnosis import score_effect
 from services.fs import JobFS
 from services.harbor_files import ExceptionInfo, TrialResultFile, load_json
 from services.models import Experiment, Trial, TrialStatus
@@ -85,33 +86,6 @@ def trial_file(job_dir: str, trial_path: str, rel: str) -> str:
         if p.is_absolute() or ".." in p.parts or "\x00" in part:
             raise UnsafePath(f"refused {trial_path}/{rel}: the path leaves the job dir")
     return posixpath.join(job_dir, trial_path, rel)
-
-
-def score_effect(t: Trial) -> str:
-    """What this attempt does to the score (DESIGN 3 bias notes): decided by reward presence."""
-    if t.status == TrialStatus.running:
-        return "running: not in the score yet"
-    if t.parse_error:
-        return ("result.json unreadable: counted as errored; Harbor's resume leaves it on disk and runs the "
-                "task again under a new name — a source of duplicates")
-    exc = t.exception_type
-    if t.reward is not None:
-        if exc:
-            return (f"has a reward ({fmt_reward(t.reward)}): a valid measurement despite {exc} — "
-                    "it counts as is; do not re-run")
-        return f"valid: counts with reward {fmt_reward(t.reward)}"
-    if exc is None:
-        return "no reward and no exception: an invalid error; re-run it"
-    cls = t.failure_class or ""
-    if cls == "verifier_failed" or exc in ("AgentTimeoutError", "VerificationNotCompletedError"):
-        return ("no reward: the verifier never ran; the true score is ≈ 0 — Harbor's mean drops it "
-                "(biased up) while the leaderboard counts it as 0")
-    if cls in ("sandbox_failed", "model_provider_failed") or exc.startswith("Daytona"):
-        return ("infra error without a reward: uncorrelated with solvability, so dropping it is ~unbiased; "
-                "re-run for completeness, never impute 0")
-    if cls == "cancelled":
-        return "cancelled without a reward: Harbor's resume re-runs it"
-    return "no reward: errored — dropped from Harbor's mean; read the traceback"
 
 
 @dataclass
@@ -427,7 +401,7 @@ class TrialsScreen(Screen[None]):
             exception_message=trial.exception_message,
             failure_class=trial.failure_class,
             meaning=FAILURE_CLASS_MEANING.get(trial.failure_class or "") if trial.failure_class else None,
-            score_note=score_effect(trial),
+            score_note=score_effect(trial, getattr(self.app, "policy", None)),
         )
         key = group_key(trial)
         if trial.exception_type or trial.parse_error or trial.status == TrialStatus.errored:
