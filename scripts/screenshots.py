@@ -34,12 +34,12 @@ from tui.app import EvaldeskApp  # noqa: E402
 
 SIZES = [(80, 24), (120, 40)]
 # Home is sorted by age: row 1 is the running swebench job, row 2 the dev_set_v2 job with
-# duplicates. In the audit checklist the duplicates check is the fifth row.
+# duplicates; the audit opens on the check evaldesk can fix (duplicates).
 CAPTURES: list[tuple[str, list[str], str | None]] = [
     ("experiments", [], None),
     ("experiments-filtered", ["slash", *"terminal", "enter"], None),
     ("audit", ["down", "a"], None),
-    ("confirm-dedupe", ["down", "a", "down", "down", "down", "down", "x"], None),
+    ("confirm-dedupe", ["down", "a", "x"], None),
     ("help", ["question_mark"], None),
     ("log", ["L"], None),
     ("trials", ["down", "enter"], "tui.screens.trials"),

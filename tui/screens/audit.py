@@ -72,7 +72,16 @@ class AuditScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.render_report()
-        self.query_one(Checklist).focus()
+        checklist = self.query_one(Checklist)
+        checklist.focus()
+        report = self.evaldesk.audit(self.key)
+        if report is not None and checklist.items:
+            # start on what needs doing: a row evaldesk can fix, else the first failing check
+            ids = [i.id for i in checklist.items]
+            order = [c for c in report.checks if c.remediation] + [c for c in report.checks if c.status == "fail"]
+            target = next((ids.index(c.id) for c in order if c.id in ids), None)
+            if target is not None:
+                checklist.highlighted = target
 
     @on(SnapshotUpdated)
     def _on_snapshot(self, message: SnapshotUpdated) -> None:
