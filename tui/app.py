@@ -343,7 +343,7 @@ class EvaldeskApp(App[int]):
         for screen in self.screen_stack:
             screen.post_message(PollingChanged())
 
-    def _scan_failed(self, label: str, err: BaseException | None) -> None:
+    def _scan_failed(self, label: str, err: BaseException | str | None) -> None:
         reason = _reason(err)
         count = self.poll_failures.get(label, (0, ""))[0]
         self.poll_failures[label] = (count + 1, reason)
@@ -458,7 +458,12 @@ class EvaldeskApp(App[int]):
         self.last_scan_seconds[label] = message.seconds
         for screen in self.screen_stack:
             screen.post_message(SnapshotUpdated(snap))
-        self._scan_ok(label)
+        stale = [e for e in snap.experiments if e.stale_since is not None]
+        if stale and snap.errors:
+            # the source answered with its last good copy: it is down, whatever the worker says
+            self._scan_failed(label, snap.errors[0].message)
+        else:
+            self._scan_ok(label)
         # 100k parsed trials stay alive between scans; a full cyclic GC over them stalls a key
         # press by ~0.5 s, so what exists now is moved out of the collector's generations
         gc.freeze()

@@ -158,6 +158,9 @@ class Row:
             v = self.report.verdict
             return Text(v, style=VERDICT_STYLES.get(v, ""))
         if col == "age":
+            # a row kept from a source that is down says so where the eye looks for freshness
+            if e.stale_since is not None:
+                return Text("stale", style="bold yellow", justify="right")
             return Text(format_age(self.age_s), justify="right")
         raise KeyError(col)
 
@@ -315,6 +318,9 @@ class ExperimentsScreen(Screen[None]):
             return
         e, c = row.exp, row.exp.counts
         line1 = Text.assemble((e.source_label, "bold"), " · ", e.id)
+        if e.stale_since is not None:
+            age = format_age((self.evaldesk.now() - e.stale_since).total_seconds())
+            line1.append(f"  STALE: last read {age} ago, the source is down", style="bold yellow")
         line2 = Text(
             f"{e.benchmark or '—'} · {e.model or '—'} · valid {c.valid} errored {c.errored} "
             f"running {c.running} of {c.expected if c.expected is not None else '?'} · n_rep {c.n_rep or '?'}"
