@@ -66,6 +66,9 @@ class Config(BaseModel):
     ssh_config: str | None = Field(None, description="like ssh -F; default ~/.ssh/config")
     journal_path: str | None = None
     theme: str | None = None
+    keys: dict[str, str] = Field(
+        default_factory=dict, description="binding id → key, e.g. experiments.filter = \"f\" (see ? help)"
+    )
     policy: Policy = Field(default_factory=Policy)
     config_path: str | None = Field(None, exclude=True)
 

@@ -329,3 +329,23 @@ async def test_scan_progress_shows_in_the_header_and_the_table_stays_usable(
             assert "scanning" not in header.render().plain and "read 18:05:00" in header.render().plain
     finally:
         gated.release.set()
+
+
+async def test_keys_from_the_config_remap_a_binding(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from services.config import Config
+    from services.sources.harbor import HarborSource
+    from tests.ui_demo import FIXED_NOW, shared_demo
+    from tui.app import EvaldeskApp
+
+    config = Config(keys={"experiments.audit": "A", "no.such.binding": "z"})
+    src = HarborSource(shared_demo(tmp_path_factory), config.policy, label="demo")
+    app = EvaldeskApp([src], config, now=FIXED_NOW, poll=False, cursor_blink=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")  # the old key no longer audits
+        await settle(pilot)
+        assert type(app.screen).__name__ == "ExperimentsScreen"
+        await pilot.press("A")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "AuditScreen"
+        assert any("no.such.binding" in e.message for e in app.event_log)

@@ -200,7 +200,7 @@ class EvaldeskApp(App[int]):
         self._startup_errors = list(startup_errors or [])
         self._pending: PendingWrite | None = None
         self._writing = False
-        self.keymap: dict[str, str] = {}
+        self.keymap: dict[str, str] = dict(self.config.keys)
         self.monitor = self._make_monitor()
         if self.config.theme:
             self._requested_theme: str | None = self.config.theme
@@ -290,8 +290,14 @@ class EvaldeskApp(App[int]):
                 self.theme = self._requested_theme
             else:
                 self.record("warning", "config", f"unknown theme {self._requested_theme!r}; using the default")
+        from tui.actions import ACTIONS
         from tui.screens.experiments import ExperimentsScreen
 
+        known = {spec.id for spec in ACTIONS}
+        for binding_id in sorted(set(self.keymap) - known):
+            self.record("warning", "config", f"keys: no binding with id {binding_id!r} (the ? help lists them)")
+        if self.keymap:
+            self.set_keymap({k: v for k, v in self.keymap.items() if k in known})
         self.push_screen(ExperimentsScreen())
         for err in self._startup_errors:
             self.record("error", "source", err)
