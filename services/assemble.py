@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -35,7 +35,11 @@ def as_utc(dt: datetime | None) -> datetime | None:
 
 
 def earliest_key(t: Trial) -> tuple[datetime, str]:
-    return (as_utc(t.started_at) or _FAR_FUTURE, t.trial_name)
+    st = t.started_at
+    if st is None:
+        return (_FAR_FUTURE, t.trial_name)
+    # aware datetimes order correctly whatever their zone; only naive ones need converting
+    return (st if st.tzinfo is not None else st.astimezone(UTC), t.trial_name)
 
 
 def _set(t: Trial, name: str, value: object) -> None:
@@ -171,7 +175,7 @@ def assemble_experiment(
         n_rep = policy.default_n_rep
         n_rep_source = "default"
 
-    model_counter = Counter(t.model_name for t in trials if t.model_name)
+    model_counter = census.models
     cfg_model = next((a.model_name for a in cfg.agents if a.model_name), None) if cfg else None
     model = cfg_model or (model_counter.most_common(1)[0][0] if model_counter else None)
 
@@ -179,7 +183,7 @@ def assemble_experiment(
     model_hf_name = (cfg.model_hf_name if cfg else None) or (eval_cfg.model_hf_name if eval_cfg else None)
 
     bench_dir = benchmark_from_dir_name(job_id, policy)
-    src_counter = Counter(t.source for t in trials if t.source)
+    src_counter = census.sources
     benchmark = (
         _dataset_name(cfg)
         or (src_counter.most_common(1)[0][0] if src_counter else None)

@@ -50,47 +50,64 @@ class Census:
     n_output_tokens: int = 0
     cost_usd: float = 0.0
     benign: frozenset[str] = frozenset()  # the policy it was taken under
+    models: Counter[str] = field(default_factory=Counter)  # model names the trials report
+    sources: Counter[str] = field(default_factory=Counter)  # Harbor dataset names of the trials
 
 
 def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
+    # Plain locals, not attribute updates: at 100k trials pydantic's __setattr__ on the
+    # counts model alone costs more than the rest of the pass.
     benign = frozenset(policy.benign_exceptions)
     cen = Census(benign=benign)
-    c = cen.counts
+    per_task = cen.per_task
+    copies = running = total = valid = errored = invalid_errors = 0
+    n_in = n_out = 0
+    cost = reward_sum = 0.0
+    no_verifier = timeout_scored = 0
     for t in trials:
         if t.copy_of is not None:
-            c.copies += 1
+            copies += 1
             continue
-        cen.per_task[t.task_name] += 1
+        per_task[t.task_name] += 1
+        if t.model_name:
+            cen.models[t.model_name] += 1
+        if t.source:
+            cen.sources[t.source] += 1
         if t.n_input_tokens:
-            cen.n_input_tokens += t.n_input_tokens
+            n_in += t.n_input_tokens
         if t.n_output_tokens:
-            cen.n_output_tokens += t.n_output_tokens
+            n_out += t.n_output_tokens
         if t.cost_usd:
-            cen.cost_usd += t.cost_usd
+            cost += t.cost_usd
         status = t.status
         if status == TrialStatus.running:
-            c.running += 1
+            running += 1
             continue
-        c.total += 1
+        total += 1
         exc = t.exception_type
         reward = t.reward
         if status == TrialStatus.valid:
-            c.valid += 1
+            valid += 1
         else:
-            c.errored += 1
+            errored += 1
         if reward is not None:
-            cen.reward_sum += reward
+            reward_sum += reward
             if exc == "AgentTimeoutError":
-                cen.timeout_scored += 1
+                timeout_scored += 1
         else:
             fc = t.failure_class
             if fc == "verifier_failed" or exc == "AgentTimeoutError":
-                cen.no_verifier += 1
+                no_verifier += 1
             elif fc in _INFRA:
                 cen.infra[exc or "?"] += 1
         invalid = (exc not in benign) if exc is not None else (bool(t.parse_error) or reward is None)
         if invalid:
-            c.invalid_errors += 1
+            invalid_errors += 1
             cen.invalid_kinds[invalid_kind(t)] += 1
-    c.max_attempts_per_task = max(cen.per_task.values(), default=0)
+    cen.counts = TrialCounts(
+        total=total, valid=valid, errored=errored, running=running, invalid_errors=invalid_errors,
+        copies=copies, max_attempts_per_task=max(per_task.values(), default=0),
+    )
+    cen.n_input_tokens, cen.n_output_tokens, cen.cost_usd = n_in, n_out, cost
+    cen.reward_sum, cen.no_verifier, cen.timeout_scored = reward_sum, no_verifier, timeout_scored
     return cen
