@@ -71,6 +71,18 @@ async def main(n_trials: int, n_changed: int) -> None:
             lsnap = await local.scan()
             print(f"{name:<22} {time.perf_counter() - t:>9.3f}")
         local_exp = lsnap.experiments[0]
+
+        # a host with no python3: the same folder read through SFTP alone
+        fallback = SSHHarborSource(server.spec(), [str(tmp / "jobs")], pool=pool, python="no-python-here",
+                                   slurm=False)
+        print(f"\n{'sftp fallback (no python)':<26} {'requests':>9} {'files read':>11} {'seconds':>9}")
+        for name in ("cold", "warm", f"live ({n_changed} changed)"):
+            if name.startswith("live"):
+                touch_results(job, n_changed)
+            t = time.perf_counter()
+            fsnap = await fallback.scan()
+            st = fsnap.stats
+            print(f"{name:<26} {st['round_trips']:>9,} {st['files_read']:>11,} {time.perf_counter() - t:>9.3f}")
         same = local_exp.counts == remote_exp.counts and local_exp.score == remote_exp.score
         print(f"\nsame figures local vs remote: {same} (valid {remote_exp.counts.valid}, "
               f"errored {remote_exp.counts.errored}, total {remote_exp.counts.total})")

@@ -26,6 +26,10 @@ class SFTPFS:
         self._sftp: asyncssh.SFTPClient | None = None
         self._conn: asyncssh.SSHClientConnection | None = None
 
+    async def client(self) -> asyncssh.SFTPClient:
+        """The SFTP session on the host's pooled connection, reopened after a reconnect."""
+        return await self._client()
+
     async def _client(self) -> asyncssh.SFTPClient:
         conn = await self.pool.get(self.spec)
         if self._sftp is None or self._conn is not conn:

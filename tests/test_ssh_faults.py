@@ -9,7 +9,9 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from services.models import Snapshot
 from services.sources.base import SourceUnavailable
+from services.sources.harbor import HarborSource
 from services.sources.ssh_harbor import SSHHarborSource
 from services.ssh import SSHPool
 from tests.ssh_server import InProcessSSHServer
@@ -114,10 +116,31 @@ async def test_dropped_mid_scan_keeps_last_good_snapshot_then_recovers(
     assert pool.connects == 2
 
 
-async def test_python_missing_on_host(ssh_server: InProcessSSHServer, one_job: Path, pool: SSHPool) -> None:
+async def test_python_missing_on_host_falls_back_to_sftp(
+    ssh_server: InProcessSSHServer, one_job: Path, pool: SSHPool
+) -> None:
     src = SSHHarborSource(ssh_server.spec(), [str(one_job)], pool=pool, python="python3-not-installed")
-    with pytest.raises(SourceUnavailable, match=r"python3-not-installed missing on 127\.0\.0\.1:\d+"):
-        await src.scan()
+    snap = await src.scan()
+    assert snap.stats["mode"] == "sftp"
+    assert any("python3-not-installed missing on 127.0.0.1" in e.message and "SFTP" in e.message
+               for e in snap.errors)
+    local = HarborSource(one_job).scan_sync()
+    assert _figures(snap) == _figures(local)
+    # the next scan reads nothing that did not change, and never tries python again
+    commands = len(ssh_server.commands)
+    again = await src.scan()
+    assert again.stats["files_read"] == 0 and len(ssh_server.commands) == commands
+    assert _figures(again) == _figures(local)
+
+
+def _figures(snap: Snapshot) -> list[tuple]:
+    # SFTP v3 carries whole-second mtimes: compare everything a check or a screen reads but mtime
+    return [
+        (e.id, e.path, e.state, e.score, e.model, e.benchmark, e.counts, e.n_rep, e.problems,
+         sorted((t.path, t.status, t.reward, t.exception_type, t.attempt, t.copy_of, t.parse_error)
+                for t in e.trials))
+        for e in snap.experiments
+    ]
 
 
 async def test_slow_host_times_out(ssh_server: InProcessSSHServer, one_job: Path, pool: SSHPool) -> None:

@@ -295,3 +295,14 @@ async def test_openssh_ssh_config_flag_and_sftp(
     finally:
         await src.close()
         await src.pool.close()
+
+
+async def test_sftp_fallback_reads_the_whole_demo_like_the_local_scanner(
+    ssh_server: InProcessSSHServer, demo: Path, pool: SSHPool
+) -> None:
+    from tests.test_ssh_faults import _figures
+
+    src = SSHHarborSource(ssh_server.spec(), [str(demo)], pool=pool, python="no-python-on-this-host", slurm=False)
+    snap = await src.scan()
+    assert snap.stats["mode"] == "sftp"
+    assert _figures(snap) == _figures(HarborSource(demo).scan_sync())

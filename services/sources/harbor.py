@@ -71,16 +71,23 @@ def _json_keys(path: str) -> set[str]:
         return set()
 
 
-_JOB_KEYS = {"n_total_trials", "stats", "n_attempts", "agents", "datasets", "jobs_dir", "job_name"}
-_TRIAL_KEYS = {"trial_name", "task_name", "task", "trial_uri"}
+JOB_KEYS = frozenset({"n_total_trials", "stats", "n_attempts", "agents", "datasets", "jobs_dir", "job_name"})
+TRIAL_KEYS = frozenset({"trial_name", "task_name", "task", "trial_uri"})
+
+
+def job_files_say(keys: set[str]) -> bool | None:
+    """What the top-level keys of a dir's result.json/config.json say: a job dir (True), a trial
+    dir (False), or nothing (None: decide by the children). Shared by every reader of job dirs."""
+    if keys & JOB_KEYS and not keys & TRIAL_KEYS:
+        return True
+    return False if keys else None
 
 
 def looks_like_job_dir(path: str) -> bool:
     keys = _json_keys(os.path.join(path, "result.json")) | _json_keys(os.path.join(path, "config.json"))
-    if keys & _JOB_KEYS and not keys & _TRIAL_KEYS:
-        return True
-    if keys:
-        return False
+    said = job_files_say(keys)
+    if said is not None:
+        return said
     # No job files: a job dir if its children are trial dirs (not job dirs of a jobs folder).
     try:
         with os.scandir(path) as it:
@@ -89,7 +96,7 @@ def looks_like_job_dir(path: str) -> bool:
                     child = _json_keys(os.path.join(entry.path, "config.json")) | _json_keys(
                         os.path.join(entry.path, "result.json")
                     )
-                    return not (child & _JOB_KEYS and not child & _TRIAL_KEYS)
+                    return job_files_say(child) is not True
     except OSError:
         return False
     return False

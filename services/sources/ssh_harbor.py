@@ -15,6 +15,8 @@ import time
 from datetime import UTC, datetime
 from urllib.parse import unquote, urlsplit
 
+import asyncssh
+
 from services.fs import JobFS
 from services.fs_sftp import SFTPFS
 from services.models import Experiment, Snapshot, SourceError
@@ -22,6 +24,7 @@ from services.policy import Policy
 from services.remote_scan import PYTHON_MISSING_RC, ProtocolError, RemoteScanClient, remote_command
 from services.slurm import SlurmToolsMissing, SlurmTracker, apply_state, job_id_for
 from services.sources.base import ProgressFn, SourceUnavailable
+from services.sources.sftp_scan import SFTPWalker
 from services.ssh import HostSpec, SSHPool, shared_pool
 
 KIND = "harbor+ssh"
@@ -76,11 +79,17 @@ class SSHHarborSource:
         self.last_good: Snapshot | None = None
         self.failing_since: datetime | None = None
         self._fs: SFTPFS | None = None
+        self._walker: SFTPWalker | None = None  # set once the host turns out to have no python
 
     @property
     def insecure_no_host_key_check(self) -> bool:
         """Shown by the UI next to the source: host keys are not being checked."""
         return self.spec.insecure_no_host_key_check
+
+    def _sftp_fs(self) -> SFTPFS:
+        if self._fs is None:
+            self._fs = SFTPFS(self.pool, self.spec)
+        return self._fs
 
     def fs(self) -> JobFS:
         if self._fs is None:
@@ -116,10 +125,14 @@ class SSHHarborSource:
         request = self.client.request_bytes(self.paths)
         if progress:
             progress(0, None, f"scanning {self.label}")
-        rc, out, err = await self._run(remote_command(self.python), request)
         host = self.spec.label
+        if self._walker is not None:
+            return await self._scan_over_sftp(taken, t0)
+        rc, out, err = await self._run(remote_command(self.python), request)
         if rc == PYTHON_MISSING_RC or (rc != 0 and b"not found" in err and not out):
-            raise SourceUnavailable(host, f"{self.python} missing on {host} (needed for the remote scan)")
+            # no Python on the host: read it through SFTP instead, slower but with the same figures
+            self._walker = SFTPWalker(self._sftp_fs().client, self.policy, host)
+            return await self._scan_over_sftp(taken, t0)
         try:
             result = self.client.decode(out, (lambda n, m: progress(n, None, m)) if progress else None)
         except ProtocolError as exc:
@@ -158,12 +171,42 @@ class SSHHarborSource:
         }
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
 
+    async def _scan_over_sftp(self, taken: datetime, t0: float) -> Snapshot:
+        walker = self._walker
+        assert walker is not None
+        host = self.spec.label
+        before_req, before_files = walker.requests, walker.files_read
+        try:
+            experiments, errors = await walker.scan(self.paths, KIND, self.label)
+        except (OSError, asyncssh.Error) as exc:
+            self.pool.mark_broken(self.spec, "connection dropped mid-scan")
+            raise SourceUnavailable(host, f"SFTP scan failed: {exc}") from None
+        if errors and not experiments:
+            raise SourceUnavailable(errors[0].where, errors[0].message)
+        errors.insert(0, SourceError(source=self.label, where=host,
+                                     message=f"{self.python} missing on {host}: reading over SFTP (slower)"))
+        round_trips = walker.requests - before_req
+        if self.slurm_enabled:
+            round_trips += await self._apply_slurm(experiments, errors)
+        stats = {
+            "mode": "sftp",
+            "round_trips": round_trips,
+            "files_read": walker.files_read - before_files,
+            "trial_dirs": sum(len(e.trials) for e in experiments),
+            "seconds": time.perf_counter() - t0,
+        }
+        return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
+
     async def _apply_slurm(self, experiments: list[Experiment], errors: list[SourceError]) -> int:
         ids: dict[str, list[Experiment]] = {}
         for exp in experiments:
-            cache = self.client.jobs.get(exp.path)
-            cfg = cache.files.get("config.json") if cache else None
-            jid = job_id_for(exp, cfg.data if cfg else None, self.slurm_job_id_key, self.slurm_job_ids)
+            if self._walker is not None:
+                cfg_bytes = self._walker.job_config(exp.path)
+            else:
+                cache = self.client.jobs.get(exp.path)
+                cfg = cache.files.get("config.json") if cache else None
+                cfg_bytes = cfg.data if cfg else None
+            jid = job_id_for(exp, cfg_bytes, self.slurm_job_id_key, self.slurm_job_ids)
             if jid:
                 exp.scheduler_job_id = jid
                 ids.setdefault(jid, []).append(exp)
