@@ -113,6 +113,12 @@ async def test_m_opens_the_monitor_with_figures_running_table_and_red_warnings(t
         assert "(3 trials past the limit)" in warned[0].evidence
         detail = str(home.query_one("#detail", Static).render())
         assert "⚠ rule d: trial build-cython-ext__" in detail
+        # the list shows the live ETA beside the progress bar of a running experiment
+        from tui.screens.experiments import format_age
+
+        eta = app.monitor.reading(KEY).eta_s  # type: ignore[union-attr]
+        assert eta is not None
+        assert format_age(eta) in "".join(c.plain for c in home.query_one(DataTable).get_row_at(0))
         row_cells = home.query_one(DataTable).get_row_at(0)
         assert all("bold red" in str(c.spans[-1].style) for c in row_cells if c.plain)
         assert any(e.level == "warning" and "rule d" in e.message for e in app.event_log)

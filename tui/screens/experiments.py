@@ -96,6 +96,7 @@ class Row:
     exp: Experiment
     report: AuditReport | None
     age_s: float | None
+    eta_s: float | None = None  # from the live monitor, for running experiments
 
     @property
     def error_fraction(self) -> float | None:
@@ -140,9 +141,12 @@ class Row:
             expected = c.expected if c.expected is not None else "?"
             text = Text(f"{c.valid}/{expected}")
             if e.state in (State.running, State.dispatched, State.pending) and c.expected:
-                room = max(0, width - len(text.plain) - 1)
+                eta = f" {format_age(self.eta_s)}" if self.eta_s is not None else ""
+                room = max(0, width - len(text.plain) - 1 - len(eta))
                 if room >= 3:
                     text.append(" " + bar(c.total, c.expected, room), style="blue")
+                if eta and len(text.plain) + len(eta) <= width:
+                    text.append(eta, style="dim")
             return text
         if col == "score":
             return Text("—" if e.score is None else f"{e.score:.3f}", justify="right")
@@ -242,7 +246,8 @@ class ExperimentsScreen(Screen[None]):
             key = f"{exp.source_label}::{exp.id}"
             ref = as_utc(exp.finished_at or exp.updated_at or exp.started_at)
             age = (now - ref).total_seconds() if ref and now else None
-            rows.append(Row(key, exp, app.audit(key), age))
+            reading = app.monitor.reading(key) if exp.state == State.running else None
+            rows.append(Row(key, exp, app.audit(key), age, reading.eta_s if reading else None))
         self.rows = rows
         self._render_table()
 
@@ -327,6 +332,8 @@ class ExperimentsScreen(Screen[None]):
         )
         if c.copies:
             line2.append(f" · {c.copies} staged copies")
+        if row.eta_s is not None:
+            line2.append(f" · ETA {format_age(row.eta_s)}")
         monitor = getattr(self.evaldesk, "monitor", None)
         warnings = monitor.warnings_for(row.key) if monitor is not None else []
         if warnings:
