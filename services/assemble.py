@@ -133,6 +133,78 @@ def number_attempts(trials: Iterable[Trial]) -> dict[str, list[Trial]]:
     return by_task
 
 
+class TrialIndex:
+    """A job's trials grouped by name and by task, with their census, kept current by deltas.
+
+    A poll of a live job changes a handful of trials out of up to 100k; re-marking copies,
+    re-numbering attempts and re-counting only the names and tasks those touch keeps the
+    refresh proportional to the change. `rebuild` and `apply` give exactly what a fresh
+    pass would (tests check it against one).
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.by_path: dict[str, Trial] = {}
+        self.by_name: dict[str, list[Trial]] = {}
+        self.by_task: dict[str, list[Trial]] = {}  # copies included
+        self.census = take_census((), policy)
+
+    def rebuild(self, trials: Iterable[Trial]) -> None:
+        self.by_path = {t.path: t for t in trials}
+        self.by_name, self.by_task = {}, {}
+        for t in self.by_path.values():
+            self.by_name.setdefault(t.trial_name, []).append(t)
+            self.by_task.setdefault(t.task_name, []).append(t)
+        trials_list = list(self.by_path.values())
+        collapse_copies(trials_list)
+        number_attempts(trials_list)
+        self.census = take_census(trials_list, self.policy)
+
+    def apply(self, removed: Iterable[Trial], added: Iterable[Trial]) -> None:
+        removed, added = list(removed), list(added)
+        if not removed and not added:
+            return
+        names = {t.trial_name for t in removed} | {t.trial_name for t in added}
+        tasks = {t.task_name for t in removed} | {t.task_name for t in added}
+        for n in names:  # a copy mark can move a trial of another task in or out of the counts
+            tasks.update(t.task_name for t in self.by_name.get(n, ()))
+        add = self.census.add
+        for task in tasks:
+            for t in self.by_task.get(task, ()):
+                add(t, -1)
+        for t in removed:
+            if self.by_path.get(t.path) is t:
+                del self.by_path[t.path]
+            _drop(self.by_name, t.trial_name, t)
+            _drop(self.by_task, t.task_name, t)
+        for t in added:
+            self.by_path[t.path] = t
+            self.by_name.setdefault(t.trial_name, []).append(t)
+            self.by_task.setdefault(t.task_name, []).append(t)
+        for n in names:
+            group = self.by_name.get(n)
+            if group:
+                collapse_copies(group)
+        for task in tasks:
+            members = self.by_task.get(task, [])
+            number_attempts(members)
+            for t in members:
+                add(t, +1)
+
+    @property
+    def trials(self) -> list[Trial]:
+        return list(self.by_path.values())
+
+
+def _drop(index: dict[str, list[Trial]], key: str, t: Trial) -> None:
+    group = index.get(key)
+    if group is None:
+        return
+    group[:] = [x for x in group if x is not t]
+    if not group:
+        del index[key]
+
+
 def count_trials(trials: Iterable[Trial], policy: Policy) -> TrialCounts:
     return take_census(trials, policy).counts
 
@@ -150,7 +222,10 @@ def assemble_experiment(
     eval_config_bytes: bytes | None = None,
     env_bytes: bytes | None = None,
     problems: list[str] | None = None,
+    index: TrialIndex | None = None,
 ) -> Experiment:
+    """`index`, when given, already holds `trials` with copies marked, attempts numbered and
+    the census taken (the local scanner keeps one up to date between scans)."""
     problems = list(problems or [])
     cfg: JobConfigFile | None = parse_job_file(config_bytes, JobConfigFile, "config.json", problems)
     res: JobResultFile | None = parse_job_file(result_bytes, JobResultFile, "result.json", problems)
@@ -159,9 +234,12 @@ def assemble_experiment(
     if result_bytes is None:
         problems.append("no job result.json: no score, no planned trial count")
 
-    collapse_copies(trials)
-    by_task = number_attempts(trials)
-    census = take_census(trials, policy)
+    if index is not None:
+        census = index.census
+    else:
+        collapse_copies(trials)
+        number_attempts(trials)
+        census = take_census(trials, policy)
     counts = census.counts
 
     # n_rep: the job config's n_attempts; absent from a Harbor config means Harbor's default 1.
@@ -190,8 +268,6 @@ def assemble_experiment(
         or bench_dir
     )
     size = policy.benchmark_size(benchmark) or policy.benchmark_size(bench_dir)
-    if size is None and by_task and cfg is None:
-        size = None
 
     planned = res.n_total_trials if res else None
     if planned is not None and planned < 1:

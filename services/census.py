@@ -39,75 +39,90 @@ def invalid_kind(t: Trial) -> str:
 
 @dataclass
 class Census:
-    counts: TrialCounts = field(default_factory=TrialCounts)
-    per_task: Counter[str] = field(default_factory=Counter)
+    """Additive figures over a set of trials: `add(t, +1)` and `add(t, -1)` keep it exact under
+    changes, so a live 100k-trial job is re-counted only where it changed."""
+
+    benign: frozenset[str] = frozenset()  # the policy it was taken under
+    per_task: Counter[str] = field(default_factory=Counter)  # attempts per task, copies excluded
     invalid_kinds: Counter[str] = field(default_factory=Counter)
-    no_verifier: int = 0  # no reward because the verifier never ran
     infra: Counter[str] = field(default_factory=Counter)  # no reward, failure uncorrelated with solvability
+    models: Counter[str] = field(default_factory=Counter)  # model names the trials report
+    sources: Counter[str] = field(default_factory=Counter)  # Harbor dataset names of the trials
+    copies: int = 0
+    running: int = 0
+    total: int = 0
+    valid: int = 0
+    errored: int = 0
+    invalid_errors: int = 0
+    no_verifier: int = 0  # no reward because the verifier never ran
     timeout_scored: int = 0  # AgentTimeoutError with a reward: a valid 0
     reward_sum: float = 0.0
     n_input_tokens: int = 0
     n_output_tokens: int = 0
     cost_usd: float = 0.0
-    benign: frozenset[str] = frozenset()  # the policy it was taken under
-    models: Counter[str] = field(default_factory=Counter)  # model names the trials report
-    sources: Counter[str] = field(default_factory=Counter)  # Harbor dataset names of the trials
 
+    @property
+    def counts(self) -> TrialCounts:
+        return TrialCounts(
+            total=self.total, valid=self.valid, errored=self.errored, running=self.running,
+            invalid_errors=self.invalid_errors, copies=self.copies,
+            max_attempts_per_task=max(self.per_task.values(), default=0),
+        )
 
-def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
-    # Plain locals, not attribute updates: at 100k trials pydantic's __setattr__ on the
-    # counts model alone costs more than the rest of the pass.
-    benign = frozenset(policy.benign_exceptions)
-    cen = Census(benign=benign)
-    per_task = cen.per_task
-    copies = running = total = valid = errored = invalid_errors = 0
-    n_in = n_out = 0
-    cost = reward_sum = 0.0
-    no_verifier = timeout_scored = 0
-    for t in trials:
+    def add(self, t: Trial, sign: int = 1) -> None:
         if t.copy_of is not None:
-            copies += 1
-            continue
-        per_task[t.task_name] += 1
+            self.copies += sign
+            return
+        _bump(self.per_task, t.task_name, sign)
         if t.model_name:
-            cen.models[t.model_name] += 1
+            _bump(self.models, t.model_name, sign)
         if t.source:
-            cen.sources[t.source] += 1
+            _bump(self.sources, t.source, sign)
         if t.n_input_tokens:
-            n_in += t.n_input_tokens
+            self.n_input_tokens += sign * t.n_input_tokens
         if t.n_output_tokens:
-            n_out += t.n_output_tokens
+            self.n_output_tokens += sign * t.n_output_tokens
         if t.cost_usd:
-            cost += t.cost_usd
+            self.cost_usd += sign * t.cost_usd
         status = t.status
         if status == TrialStatus.running:
-            running += 1
-            continue
-        total += 1
+            self.running += sign
+            return
+        self.total += sign
         exc = t.exception_type
         reward = t.reward
         if status == TrialStatus.valid:
-            valid += 1
+            self.valid += sign
         else:
-            errored += 1
+            self.errored += sign
         if reward is not None:
-            reward_sum += reward
+            self.reward_sum += sign * reward
             if exc == "AgentTimeoutError":
-                timeout_scored += 1
+                self.timeout_scored += sign
         else:
             fc = t.failure_class
             if fc == "verifier_failed" or exc == "AgentTimeoutError":
-                no_verifier += 1
+                self.no_verifier += sign
             elif fc in _INFRA:
-                cen.infra[exc or "?"] += 1
-        invalid = (exc not in benign) if exc is not None else (bool(t.parse_error) or reward is None)
+                _bump(self.infra, exc or "?", sign)
+        invalid = (exc not in self.benign) if exc is not None else (bool(t.parse_error) or reward is None)
         if invalid:
-            invalid_errors += 1
-            cen.invalid_kinds[invalid_kind(t)] += 1
-    cen.counts = TrialCounts(
-        total=total, valid=valid, errored=errored, running=running, invalid_errors=invalid_errors,
-        copies=copies, max_attempts_per_task=max(per_task.values(), default=0),
-    )
-    cen.n_input_tokens, cen.n_output_tokens, cen.cost_usd = n_in, n_out, cost
-    cen.reward_sum, cen.no_verifier, cen.timeout_scored = reward_sum, no_verifier, timeout_scored
+            self.invalid_errors += sign
+            _bump(self.invalid_kinds, invalid_kind(t), sign)
+
+
+def _bump(counter: Counter[str], key: str, sign: int) -> None:
+    n = counter[key] + sign
+    if n > 0:
+        counter[key] = n
+    else:
+        # a key at zero would still show in most_common() and make the counter truthy
+        del counter[key]
+
+
+def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
+    cen = Census(benign=frozenset(policy.benign_exceptions))
+    add = cen.add
+    for t in trials:
+        add(t)
     return cen

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from services.assemble import assemble_experiment
+from services.assemble import TrialIndex, assemble_experiment
 from services.fs import JobFS, LocalFS
 from services.harbor_files import parse_trial
 from services.models import Experiment, Snapshot, SourceError, Trial
@@ -136,7 +136,10 @@ def _trial_key(path: str) -> tuple[bool, _FileKey]:
 
 
 def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
-    """Trial dirs at depth 1, and staged copies one level deeper under a non-trial folder."""
+    """Trial dirs at depth 1, and staged copies one level deeper under a non-trial folder.
+
+    Every result.json is stat'ed on every scan: a result rewritten in place (by hand, or by a
+    tool regrading a run) must show on the next refresh, so nothing is trusted unchecked."""
     real_job = os.path.realpath(job_dir)
     try:
         top = sorted(os.scandir(job_dir), key=lambda e: e.name)
@@ -172,9 +175,10 @@ def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
                 problems.append(f"{entry.name}/{sub.name}: symlink; not followed")
                 continue
             if sub.is_dir(follow_symlinks=False):
+                rel = f"{entry.name}/{sub.name}"
                 is_trial, rkey = _trial_key(sub.path)
                 if is_trial:
-                    yield TrialLoc(f"{entry.name}/{sub.name}", sub.path, sub.name, rkey)
+                    yield TrialLoc(rel, sub.path, sub.name, rkey)
 
 
 @dataclass
@@ -216,6 +220,8 @@ class HarborScanner:
         self.state = JobScanState()
         self._last: Experiment | None = None
         self._job_keys: tuple[_FileKey, ...] = ()
+        self.index = TrialIndex(policy)
+        self.scans = 0
 
     def scan(self, source_label: str = "", progress: ProgressFn = no_progress) -> tuple[Experiment, dict]:
         # A scan allocates one object per trial while 100k older ones are alive; letting the
@@ -231,6 +237,7 @@ class HarborScanner:
     def _scan(self, source_label: str, progress: ProgressFn) -> tuple[Experiment, dict]:
         t0 = time.perf_counter()
         problems: list[str] = []
+        self.scans += 1
         locs = list(discover_trials(self.job_dir, problems))
         old = self.state.trials
         new: dict[str, _Cached] = {}
@@ -255,6 +262,13 @@ class HarborScanner:
                 progress(min(i + chunk, total), total, "reading trials")
         self.state.trials = new
         self.state.files_read += total
+        removed = old.keys() - new.keys()
+        if self._last is None:
+            self.index.rebuild(c.trial for c in new.values())
+        else:
+            gone = [old[rel].trial for rel in removed]
+            gone += [old[loc.rel].trial for loc, _ in todo if loc.rel in old]
+            self.index.apply(gone, (new[loc.rel].trial for loc, _ in todo))
         job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
         if not todo and new.keys() == old.keys() and job_keys == self._job_keys and self._last is not None:
             # nothing on disk changed: the last Experiment is still exact
@@ -275,8 +289,7 @@ class HarborScanner:
                     if name.endswith("_eval_config.json"):
                         eval_cfg, _ = _read(os.path.join(cfg_dir, name))
                         break
-        # assemble sets attempt numbers and copy marks afresh on every scan, so the cached
-        # Trial objects are reused as they are rather than copied.
+        # the index keeps copy marks, attempt numbers and the census of these very objects
         trials = [c.trial for c in new.values()]
         exp = assemble_experiment(
             job_id=os.path.basename(os.path.normpath(self.job_dir)),
@@ -290,6 +303,7 @@ class HarborScanner:
             eval_config_bytes=eval_cfg,
             env_bytes=job_file("meta.env"),
             problems=problems,
+            index=self.index,
         )
         self._last = exp
         stats = {"trial_dirs": len(locs), "files_read": total, "seconds": time.perf_counter() - t0}
