@@ -103,3 +103,35 @@ async def test_console_shows_remote_experiments_live_and_keeps_the_last_good_cop
             assert "STALE" in detail
     finally:
         await pool.close()
+
+
+async def test_dedupe_and_undo_on_a_remote_job_through_sftp(
+    ssh_server: InProcessSSHServer, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from services.journal import Journal
+    from services.remediations.dedupe import apply_dedupe, plan_dedupe, undo_dedupe
+
+    jobs = copy_job(tmp_path_factory, tmp_path)
+    before = sorted(p.name for p in (jobs / DEV_SET).iterdir())
+    aggregate = (jobs / DEV_SET / "result.json").read_bytes()
+    pool = SSHPool(backoff_base_s=0.0, connect_timeout_s=5)
+    src = SSHHarborSource(ssh_server.spec(), [str(jobs)], label="cluster", pool=pool, slurm=False)
+    journal = Journal(tmp_path / "journal.jsonl")
+    try:
+        exp = (await src.scan()).experiments[0]
+        plan = plan_dedupe(exp)
+        assert (plan.before, plan.after, len(plan.copies)) == (315, 300, 6)
+        done = await apply_dedupe(plan, exp, src.fs(), journal)
+        assert done.applied and done.quarantine and done.quarantine.startswith(str(jobs / DEV_SET))
+        again = (await src.scan()).experiments[0]
+        assert again.counts.total == 300 and again.counts.copies == 0
+        assert plan_dedupe(again).nothing_to_do  # a second run changes nothing
+        undone = await undo_dedupe(str(jobs / DEV_SET), src.fs(), journal)
+        assert len(undone.restored) == 21 and not undone.skipped
+        assert (jobs / DEV_SET / "result.json").read_bytes() == aggregate
+        after = sorted(p.name for p in (jobs / DEV_SET).iterdir() if p.name != ".evaldesk-quarantine")
+        assert after == before
+        assert [e.action for e in journal.entries()] == ["dedupe", "undo-dedupe"]
+    finally:
+        await src.close()
+        await pool.close()
