@@ -246,3 +246,19 @@ def test_keep_count_per_task_never_exceeds_n_rep(tmp_path: Path, n_rep: int) -> 
         per_task[t.task_name] = per_task.get(t.task_name, 0) + 1
     assert all(v <= n_rep for v in per_task.values())
     assert len(kept) + len(surplus) == len(exp.trials)
+
+
+async def test_apply_refuses_a_plan_the_job_no_longer_matches(tmp_path: Path) -> None:
+    d = duplicated_job(tmp_path).write()
+    plan = plan_dedupe(scan_one(d))
+    assert plan.remove
+    # between the preview and the confirm, another attempt of task-002 lands
+    job = duplicated_job(tmp_path / "later")
+    job.add("task-002", 1.0, started=T0 + timedelta(hours=9))
+    changed = job.write()
+    before = tree(changed)
+    exp = scan_one(changed)
+    with pytest.raises(DedupeError, match="changed since this dedupe was previewed"):
+        await apply_dedupe(plan.model_copy(update={"job_path": str(changed)}), exp, LocalFS(),
+                           Journal(tmp_path / "j.jsonl"))
+    assert tree(changed) == before

@@ -672,6 +672,16 @@ class EvaldeskApp(App[int]):
         from services.remediations import dedupe
 
         fs = self.source_for(pending.key).fs()
+        try:
+            summary = await self._apply_write(pending, exp, fs)
+        except dedupe.DedupeError as exc:
+            # a refusal, not a failure: nothing was changed, and the re-scan shows why
+            summary = f"{pending.action} refused: {exc}"
+        self.post_message(WriteDone(pending.action, pending.key, summary))
+
+    async def _apply_write(self, pending: PendingWrite, exp: Experiment, fs: Any) -> str:
+        from services.remediations import dedupe
+
         if pending.action == "dedupe":
             done = await dedupe.apply_dedupe(pending.payload, exp, fs, self.journal, read_only=self.read_only)
             n = len(done.remove) + len(done.copies)
@@ -682,7 +692,7 @@ class EvaldeskApp(App[int]):
             summary = f"{exp.id}: {res.message}".replace(exp.path, exp.id)
             if res.skipped:
                 summary += f"; {len(res.skipped)} skipped"
-        self.post_message(WriteDone(pending.action, pending.key, summary))
+        return summary
 
     @on(WriteDone)
     def _on_write_done(self, message: WriteDone) -> None:

@@ -156,6 +156,12 @@ async def apply_dedupe(
         return plan.model_copy(update={"applied": False})
     if exp.state in (State.running, State.pending, State.dispatched):
         raise DedupeError(f"{exp.id} is still {exp.state.value}; dedupe a job only after it finishes")
+    # What was previewed is what runs: if the job changed since the plan was made (a rescan in
+    # between, another tool), the person confirmed something else — stop and re-plan.
+    current = plan_dedupe(exp.model_copy(update={"n_rep": plan.n_rep}))
+    if current.plan_hash != plan.plan_hash:
+        raise DedupeError(f"{exp.id} changed since this dedupe was previewed; nothing moved — "
+                          "review the new preview and confirm again")
     now = now or datetime.now(UTC)
     stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
     job = exp.path
