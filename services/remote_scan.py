@@ -87,7 +87,14 @@ def fkey(path):
 
 def read(path, key=None):
     try:
-        size = key[1] if key is not None and key[1] >= 0 else os.path.getsize(path)
+        if key is None or key[0] < 0:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                kind = "Is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+                return None, "%s unreadable: %s" % (os.path.basename(path), kind)
+            size = st.st_size
+        else:
+            size = key[1]
         if size > MAXB:
             return None, "%s is larger than %d MiB" % (os.path.basename(path), MAXB >> 20)
         with open(path, "rb") as fh:

@@ -42,18 +42,27 @@ def _key(path: str) -> _FileKey:
 
 
 def _read(path: str, key: _FileKey = None) -> tuple[bytes | None, str | None]:
+    name = os.path.basename(path)
     try:
-        size = key[1] if key is not None and key[1] >= 0 else os.path.getsize(path)
+        if key is None or key[0] < 0:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                # never open a fifo or device: the read would block the scan
+                kind = "Is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+                return None, f"{name} unreadable: {kind}"
+            size = st.st_size
+        else:
+            size = key[1]
         if size > MAX_RESULT_BYTES:
-            return None, f"{os.path.basename(path)} is larger than {MAX_RESULT_BYTES >> 20} MiB"
+            return None, f"{name} is larger than {MAX_RESULT_BYTES >> 20} MiB"
         with open(path, "rb") as fh:
             return fh.read(), None
     except FileNotFoundError:
         if os.path.lexists(path):
-            return None, f"{os.path.basename(path)} unreadable: a symlink to a missing file"
+            return None, f"{name} unreadable: a symlink to a missing file"
         return None, None
     except OSError as exc:
-        return None, f"{os.path.basename(path)} unreadable: {exc.strerror or exc}"
+        return None, f"{name} unreadable: {exc.strerror or exc}"
 
 
 def _is_trial_dir(path: str) -> bool:

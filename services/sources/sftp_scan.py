@@ -244,7 +244,8 @@ class SFTPWalker:
             if r is not None and r.kind == "dangling":
                 rbytes, rerr = None, "result.json unreadable: a symlink to a missing file"
             elif r is not None and r.kind != "file":
-                rbytes, rerr = None, "result.json unreadable: not a regular file"
+                kind = "Is a directory" if r.kind == "dir" else "not a regular file"
+                rbytes, rerr = None, f"result.json unreadable: {kind}"
             cbytes = None
             if (rbytes is None or b'"task_name"' not in rbytes) and c is not None and c.kind == "file":
                 cbytes, _ = await self._read(posixpath.join(base, "config.json"), ckey)
