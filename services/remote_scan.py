@@ -130,6 +130,8 @@ def trial_key(path):
 
 def json_keys(path):
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return set()
         with open(path, "rb") as fh:
             data = json.loads(fh.read(4 * 1024 * 1024).decode("utf-8"))
         return set(data) if isinstance(data, dict) else set()

@@ -46,6 +46,8 @@ def hostile_job(tmp_path: Path) -> Path:
     os.symlink(tmp_path / "elsewhere" / "other-job" / (outside.trials[0].name or ""), d / "secret__OUTSIDE")
     os.symlink(d / (job.trials[1].name or ""), d / "alias__INSIDE1")
     (d / ".evaldesk-quarantine" / "x" / "trials" / "moved__QQQQQQQ").mkdir(parents=True)
+    # a fifo among the job files too: classifying the folder must not open it
+    os.mkfifo(tmp_path / "jobs" / "config.json")
     return tmp_path / "jobs"
 
 

@@ -73,6 +73,8 @@ def _is_trial_dir(path: str) -> bool:
 
 def _json_keys(path: str) -> set[str]:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return set()
         with open(path, "rb") as fh:
             data = orjson.loads(fh.read(4 * 1024 * 1024))
         return set(data) if isinstance(data, dict) else set()

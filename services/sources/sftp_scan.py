@@ -240,12 +240,15 @@ class SFTPWalker:
                 return rel, cached
             if cached is not None and cached.rkey == rkey and cached.ckey == ckey:
                 return rel, cached
-            rbytes, rerr = await self._read(posixpath.join(base, "result.json"), rkey) if r else (None, None)
-            if r is not None and r.kind == "dangling":
-                rbytes, rerr = None, "result.json unreadable: a symlink to a missing file"
-            elif r is not None and r.kind != "file":
-                kind = "Is a directory" if r.kind == "dir" else "not a regular file"
-                rbytes, rerr = None, f"result.json unreadable: {kind}"
+            rbytes: bytes | None = None
+            rerr: str | None = None
+            if r is not None and r.kind == "file":
+                rbytes, rerr = await self._read(posixpath.join(base, "result.json"), rkey)
+            elif r is not None and r.kind == "dangling":
+                rerr = "result.json unreadable: a symlink to a missing file"
+            elif r is not None:
+                # never open a fifo or device: the read would block the server and the scan
+                rerr = "result.json unreadable: " + ("Is a directory" if r.kind == "dir" else "not a regular file")
             cbytes = None
             if (rbytes is None or b'"task_name"' not in rbytes) and c is not None and c.kind == "file":
                 cbytes, _ = await self._read(posixpath.join(base, "config.json"), ckey)
