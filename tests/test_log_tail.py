@@ -113,6 +113,24 @@ async def test_search_highlights_and_steps_with_n_and_shift_n(tmp_path: Path) ->
         assert tail.current_match[0] == 70  # nothing further down: stays
 
 
+async def test_search_takes_a_regex_and_falls_back_to_text(tmp_path: Path) -> None:
+    log = tmp_path / "trial.log"
+    lines = [f"{i:03d} ok" for i in range(50)]
+    lines[20] = "020 ERROR code=137"
+    lines[10] = "010 warning [retry 2]"
+    log.write_text("\n".join(lines) + "\n")
+    app = TailApp(log)
+    async with app.run_test(size=(80, 20)) as pilot:
+        tail = app.query_one(LogTail)
+        await wait_for(pilot, lambda: app.opened_at is not None)
+        tail.search(r"code=\d+")
+        await wait_for(pilot, lambda: tail.current_match is not None)
+        assert tail.current_match is not None and tail.current_match[0] == 20
+        tail.search("[retry")  # not a valid regex: searched as text
+        await wait_for(pilot, lambda: tail.current_match is not None)
+        assert tail.current_match is not None and tail.current_match[0] == 10
+
+
 async def test_wrap_toggle_splits_long_lines(tmp_path: Path) -> None:
     log = tmp_path / "trial.log"
     long = "x" * 150 + "END"

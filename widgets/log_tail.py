@@ -41,6 +41,13 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def _search_pattern(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text, re.IGNORECASE)
+    except re.error:
+        return re.compile(re.escape(text), re.IGNORECASE)
+
+
 class ByteReader(Protocol):
     """Where the log's bytes come from."""
 
@@ -556,9 +563,10 @@ class LogTail(Vertical):
             self.view.focus()
 
     def search(self, pattern: str) -> None:
-        """Highlight `pattern` (case-insensitive text) and go to the last match above the view's bottom."""
+        """Highlight `pattern` (a case-insensitive regex, or plain text when it is not a valid one,
+        as the experiments filter reads it) and go to the last match above the view's bottom."""
         self._search = pattern
-        self._search_re = re.compile(re.escape(pattern), re.IGNORECASE) if pattern else None
+        self._search_re = _search_pattern(pattern) if pattern else None
         self._match = None
         if self._search_re is None:
             self.view.refresh()
