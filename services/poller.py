@@ -29,6 +29,13 @@ def default_interval(source: Source) -> float:
     return DEFAULT_INTERVALS.get(getattr(source, "kind", ""), REMOTE_INTERVAL_S)
 
 
+def backoff_delay(interval: float, failures: int, cap: float = 300.0) -> float:
+    """Seconds until the next poll of a source that failed `failures` times in a row."""
+    if failures <= 0:
+        return interval
+    return float(min((interval or 1.0) * 2**failures, max(cap, interval)))
+
+
 def describe_error(exc: BaseException) -> str:
     if isinstance(exc, SourceUnavailable):
         return str(exc)
@@ -96,10 +103,7 @@ class Poller:
         return self.failures == 0
 
     def backoff_delay(self, failures: int) -> float:
-        if failures <= 0:
-            return self.interval
-        base = self.interval or 1.0
-        return float(min(base * 2**failures, self.max_backoff))
+        return backoff_delay(self.interval, failures, self.max_backoff)
 
     # -- control -----------------------------------------------------------------------
     def start(self) -> None:

@@ -328,10 +328,10 @@ class EvaldeskApp(App[int]):
         src = self._sources_by_label.get(label)
         if src is None or not self.poll or self.paused:
             return
-        interval = self.interval_for(src)
+        from services.poller import backoff_delay
+
         failures = self.poll_failures.get(label, (0, ""))[0]
-        # a failing source backs off exponentially, capped at five minutes
-        delay = min(interval * 2**failures, max(300.0, interval)) if failures else interval
+        delay = backoff_delay(self.interval_for(src), failures)
         self.next_poll_in[label] = delay
         self._poll_timers[label] = self.set_timer(delay, lambda: self._start_scan(src, force=False))
 
