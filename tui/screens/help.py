@@ -48,7 +48,8 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, for_screen: Screen[object] | None = None) -> None:
         super().__init__()
         self.scope = getattr(for_screen, "SCREEN_ID", GLOBAL)
-        self.entries: list[tuple[str, str, str]] = []
+        self.entries: list[tuple[str, str, str, str]] = []
+        self._show_ids = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help") as box:
@@ -69,12 +70,16 @@ class HelpScreen(ModalScreen[None]):
                 continue
             seen.add(sig)
             where = "" if spec.screen != GLOBAL else "everywhere"
-            self.entries.append((key_label(spec, keymap), spec.long, where))
-        self.entries.append(("ctrl+p", "Command palette", "everywhere"))
-        self.entries.append(("ctrl+q", "Quit evaldesk", "everywhere"))
+            self.entries.append((key_label(spec, keymap), spec.long, where, spec.id))
+        self.entries.append(("ctrl+p", "Command palette", "everywhere", ""))
+        self.entries.append(("ctrl+q", "Quit evaldesk", "everywhere", ""))
         table = self.query_one(DataTable)
         table.add_column("key", width=7, key="key")
         table.add_column("does", key="does")
+        # the id is what [keys] in the config remaps; shown where there is room for it
+        self._show_ids = self.app.size.width >= 100
+        if self._show_ids:
+            table.add_column(Text("id, for [keys]"), key="id")
         inp = self.query_one(Input)
         inp.cursor_blink = getattr(self.app, "cursor_blink", True)
         self._fill("")
@@ -84,15 +89,18 @@ class HelpScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.clear()
         q = query.strip().lower()
-        for key, does, where in self.entries:
-            if q and q not in f"{key} {does} {where}".lower():
+        for key, does, where, binding_id in self.entries:
+            if q and q not in f"{key} {does} {where} {binding_id}".lower():
                 continue
             cell = Text(does)
             if where:
                 cell.append(f" · {where}", style="dim")
             if q:
                 cell.highlight_words([q], style="reverse", case_sensitive=False)
-            table.add_row(Text(key, style="bold"), cell)
+            if self._show_ids:
+                table.add_row(Text(key, style="bold"), cell, Text(binding_id, style="dim"))
+            else:
+                table.add_row(Text(key, style="bold"), cell)
 
     @on(Input.Changed, "#help-filter")
     def _on_filter(self, event: Input.Changed) -> None:
