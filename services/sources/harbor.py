@@ -232,7 +232,6 @@ class HarborScanner:
         self._last: Experiment | None = None
         self._job_keys: tuple[_FileKey, ...] = ()
         self.index = TrialIndex(policy)
-        self.scans = 0
 
     def scan(self, source_label: str = "", progress: ProgressFn = no_progress) -> tuple[Experiment, dict]:
         # A scan allocates one object per trial while 100k older ones are alive; letting the
@@ -248,7 +247,6 @@ class HarborScanner:
     def _scan(self, source_label: str, progress: ProgressFn) -> tuple[Experiment, dict]:
         t0 = time.perf_counter()
         problems: list[str] = []
-        self.scans += 1
         locs = list(discover_trials(self.job_dir, problems))
         old = self.state.trials
         new: dict[str, _Cached] = {}
