@@ -240,6 +240,11 @@ class HarborScanner:
         gc.disable()
         try:
             return self._scan(source_label, progress)
+        except BaseException:
+            # a scan cut short may leave the cache and the index out of step: start afresh
+            self.state, self._last, self._job_keys = JobScanState(), None, ()
+            self.index = TrialIndex(self.policy)
+            raise
         finally:
             if was_enabled:
                 gc.enable()
@@ -279,7 +284,7 @@ class HarborScanner:
             gone += [old[loc.rel].trial for loc, _ in todo if loc.rel in old]
             self.index.apply(gone, (new[loc.rel].trial for loc, _ in todo))
         job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
-        if not todo and new.keys() == old.keys() and job_keys == self._job_keys and self._last is not None:
+        if not todo and not removed and job_keys == self._job_keys and self._last is not None:
             # nothing on disk changed: the last Experiment is still exact
             return self._last, {"trial_dirs": len(locs), "files_read": 0, "seconds": time.perf_counter() - t0}
         self._job_keys = job_keys
