@@ -16,9 +16,9 @@ from typing import TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from services.census import is_invalid_error, take_census  # noqa: F401  (re-exported)
+from services.census import take_census
 from services.harbor_files import JobConfigFile, JobResultFile
-from services.models import Experiment, State, Trial, TrialCounts
+from services.models import Experiment, State, Trial
 from services.policy import Policy
 
 _FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
@@ -203,10 +203,6 @@ def _drop(index: dict[str, list[Trial]], key: str, t: Trial) -> None:
     group[:] = [x for x in group if x is not t]
     if not group:
         del index[key]
-
-
-def count_trials(trials: Iterable[Trial], policy: Policy) -> TrialCounts:
-    return take_census(trials, policy).counts
 
 
 def assemble_experiment(

@@ -18,17 +18,6 @@ from services.policy import Policy
 _INFRA = ("sandbox_failed", "model_provider_failed")
 
 
-def is_invalid_error(t: Trial, policy: Policy) -> bool:
-    """The error gate's numerator (DESIGN 3a)."""
-    if t.status == TrialStatus.running:
-        return False
-    if t.parse_error and t.exception_type is None:
-        return True
-    if t.exception_type is not None:
-        return not policy.is_benign(t.exception_type)
-    return t.reward is None
-
-
 def invalid_kind(t: Trial) -> str:
     if t.exception_type:
         return t.exception_type

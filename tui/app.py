@@ -605,9 +605,9 @@ class EvaldeskApp(App[int]):
                         exclusive=True, exit_on_error=False, description=f"undo preview for {exp.id}")
 
     async def _plan_undo(self, key: str, exp: Experiment) -> None:
-        from services.remediations.dedupe import _latest_manifest
+        from services.remediations.dedupe import latest_manifest
 
-        found = await _latest_manifest(exp.path, self.source_for(key).fs())
+        found = await latest_manifest(exp.path, self.source_for(key).fs())
         self.post_message(PlanReady("undo-dedupe", key, found))
 
     @on(PlanReady)

@@ -238,7 +238,7 @@ class UndoResult(BaseModel):
     message: str
 
 
-async def _latest_manifest(job: str, fs: JobFS) -> tuple[str, dict[str, Any]] | None:
+async def latest_manifest(job: str, fs: JobFS) -> tuple[str, dict[str, Any]] | None:
     root = posixpath.join(job, QUARANTINE_DIR)
     if await fs.stat(root) is None:
         return None
@@ -259,7 +259,7 @@ async def undo_dedupe(job: str, fs: JobFS, journal: Journal, *, read_only: bool 
     """Put back what the last dedupe moved, from its manifest; a second call finds nothing."""
     if read_only:
         raise DedupeError("read-only mode: undo is disabled")
-    found = await _latest_manifest(job, fs)
+    found = await latest_manifest(job, fs)
     if found is None:
         return UndoResult(job_path=job, quarantine=None, message="nothing to undo: no applied dedupe manifest")
     qdir, manifest = found
