@@ -19,11 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.synth import touch_results, write_job
-from services.models import Snapshot
-from services.sources.harbor import HarborSource
-from services.sources.ssh_harbor import SSHHarborSource
-from services.ssh import SSHPool
-from tests.ssh_server import InProcessSSHServer
+from services.core.models import Snapshot
+from services.harbor.scan import HarborSource
+from services.harbor.ssh_source import SSHHarborSource
+from services.transport.ssh import SSHPool
+from tests.support.ssh_server import InProcessSSHServer
 
 
 def _row(name: str, snap: Snapshot, seconds: float) -> str:

@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.synth import touch_results, write_job
-from services.audit import audit_experiment
-from services.policy import Policy
-from services.sources.harbor import HarborSource
+from services.audit.checks import audit_experiment
+from services.core.policy import Policy
+from services.harbor.scan import HarborSource
 
 
 def drop_caches() -> bool:

@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.synth import write_job
-from services.config import Config
-from services.sources.harbor import HarborSource
+from services.core.config import Config
+from services.harbor.scan import HarborSource
 from tui.app import EvaldeskApp
 from tui.messages import ScanProgress
 from tui.screens.experiments import ExperimentsScreen

@@ -30,9 +30,9 @@ from textual.app import App, ComposeResult
 from textual.screen import Screen
 from textual.widgets import Static
 
-from services.fs import LocalFS
-from services.models import Experiment, Trial, TrialStatus
-from services.policy import failure_class
+from services.core.models import Experiment, Trial, TrialStatus
+from services.core.policy import failure_class
+from services.transport.fs import LocalFS
 
 NOW = datetime(2026, 11, 20, 18, 0, tzinfo=UTC)
 EXCEPTIONS = ["DaytonaError", "AgentTimeoutError", "VerifierOutputParseError", "ApiRateLimitError",

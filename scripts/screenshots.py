@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from textual.worker import WorkerFailed  # noqa: E402
 
-from services.config import Config  # noqa: E402
-from services.demo import DEMO_NOW, write_demo  # noqa: E402
-from services.sources.harbor import HarborSource  # noqa: E402
+from services.core.config import Config  # noqa: E402
+from services.harbor.demo import DEMO_NOW, write_demo  # noqa: E402
+from services.harbor.scan import HarborSource  # noqa: E402
 from tui.app import EvaldeskApp  # noqa: E402
 
 SIZES = [(80, 24), (120, 40)]

@@ -33,7 +33,7 @@ def test_cli_batch_run_does_not_import_textual(tmp_path: Path) -> None:
     """A whole `--batch audit` run in one process, then check what got imported."""
     code = (
         "import sys\n"
-        "from services.demo import write_demo\n"
+        "from services.harbor.demo import write_demo\n"
         "from tui.cli import main\n"
         f"write_demo({str(tmp_path / 'demo')!r})\n"
         f"rc = main(['--batch', 'list', '--format', 'json', {str(tmp_path / 'demo')!r}])\n"

@@ -26,11 +26,11 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
-from services.config import Config, data_dir
-from services.models import AuditReport, Experiment, Snapshot
-from services.monitor import MonitorState, probe_snapshot
-from services.policy import Policy
-from services.sources.base import Source
+from services.core.config import Config, data_dir
+from services.core.models import AuditReport, Experiment, Snapshot
+from services.core.policy import Policy
+from services.core.source import Source
+from services.monitor.state import MonitorState, probe_snapshot
 from tui.actions import GLOBAL, bindings_for
 from tui.messages import (
     ChromeChanged,
@@ -84,8 +84,8 @@ def _short_label(src: Source, spec: str) -> None:
 
 
 def _open_one(spec: str, config: Config, label: str | None = None) -> Source:
-    from services.sources import open_source
-    from services.sources.base import SourceUnavailable
+    from services.core.registry import open_source
+    from services.core.source import SourceUnavailable
 
     if "://" not in spec and not Path(spec).expanduser().exists():
         raise SourceUnavailable(spec, "no such file or directory")
@@ -123,7 +123,7 @@ def open_sources(specs: list[str], config: Config) -> tuple[list[Source], list[s
         except Exception as exc:  # a bad spec must not stop the others from opening
             errors.append(f"{spec}: {getattr(exc, 'message', None) or exc}")
     if not specs:
-        from services.sources import source_for_host
+        from services.core.registry import source_for_host
 
         for host in config.hosts:
             if not host.paths:
@@ -138,8 +138,8 @@ def open_sources(specs: list[str], config: Config) -> tuple[list[Source], list[s
 
 def demo_source(config: Config, root: Path | None = None) -> Source:
     """The bundled demo jobs, written on first use so a first run shows something real."""
-    from services.demo import write_demo
-    from services.sources.harbor import HarborSource
+    from services.harbor.demo import write_demo
+    from services.harbor.scan import HarborSource
 
     root = root or data_dir() / "demo"
     if not root.exists() or not any(root.iterdir()):
@@ -209,7 +209,7 @@ class EvaldeskApp(App[int]):
 
     def _make_monitor(self) -> MonitorState:
         """The live monitor's series and rules, fed on every scan so the list can flag rows."""
-        from services.baselines import BaselineError, load_baselines_dir
+        from services.core.baselines import BaselineError, load_baselines_dir
 
         baselines = []
         for folder in (Path("baselines"), data_dir() / "baselines"):
@@ -231,7 +231,7 @@ class EvaldeskApp(App[int]):
     @property
     def journal(self) -> Any:
         if self._journal is None:
-            from services.journal import Journal
+            from services.core.journal import Journal
 
             self._journal = Journal(self.config.journal_path)
         return self._journal
@@ -308,7 +308,7 @@ class EvaldeskApp(App[int]):
     def interval_for(self, src: Source) -> float:
         """The source's own poll interval: its config entry, else the config default for local
         disk, else a gentler default for anything reached over the network."""
-        from services.poller import default_interval
+        from services.monitor.poller import default_interval
 
         for entry in self.config.sources:
             if entry.poll_interval_s and entry.name in (src.label, None) and entry.path in (
@@ -328,7 +328,7 @@ class EvaldeskApp(App[int]):
         src = self._sources_by_label.get(label)
         if src is None or not self.poll or self.paused:
             return
-        from services.poller import backoff_delay
+        from services.monitor.poller import backoff_delay
 
         failures = self.poll_failures.get(label, (0, ""))[0]
         delay = backoff_delay(self.interval_for(src), failures)
@@ -413,7 +413,7 @@ class EvaldeskApp(App[int]):
         self.post_message(ScanFinished(label, snapshot, audits, time.monotonic() - t0, activity, warnings))
 
     def _audit_all(self, snapshot: Snapshot) -> dict[str, object]:
-        from services.audit import audit_experiment
+        from services.audit.checks import audit_experiment
 
         out: dict[str, object] = {}
         now = self.now()

@@ -17,13 +17,13 @@ from typing import IO, Any
 
 import orjson
 
-from services.baselines import Baseline, BaselineError, load_baseline
-from services.config import Config
-from services.models import Snapshot, State
-from services.monitor import Clock, MonitorState, experiment_key, probe_snapshot, utc_now
-from services.policy import Policy
-from services.poller import Poller
-from services.sources.base import Source, SourceUnavailable
+from services.core.baselines import Baseline, BaselineError, load_baseline
+from services.core.config import Config
+from services.core.models import Snapshot, State
+from services.core.policy import Policy
+from services.core.source import Source, SourceUnavailable
+from services.monitor.poller import Poller
+from services.monitor.state import Clock, MonitorState, experiment_key, probe_snapshot, utc_now
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -129,7 +129,7 @@ def _iso_now(clock: Clock) -> str:
 
 def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
     """The `--batch monitor` entry: argparse namespace in, exit code out."""
-    from services.sources import open_source
+    from services.core.registry import open_source
 
     err = sys.stderr
     if not args.sources:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from services.config import ConfigError, load_config
+from services.core.config import ConfigError, load_config
 
 BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "monitor")
 
@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _demo(argv: list[str]) -> int:
-    from services.config import data_dir
-    from services.demo import write_demo
+    from services.core.config import data_dir
+    from services.harbor.demo import write_demo
 
     target = argv[0] if argv else str(data_dir() / "demo")
     paths = write_demo(target)

@@ -6,7 +6,7 @@ from typing import Any
 
 from textual.message import Message
 
-from services.models import Snapshot
+from services.core.models import Snapshot
 
 
 class SnapshotUpdated(Message):
@@ -38,9 +38,9 @@ class ScanFinished(Message):
         self.snapshot = snapshot
         self.audits = audits
         self.seconds = seconds
-        # experiment key -> trial path -> services.monitor.Activity (running trials' logs)
+        # experiment key -> trial path -> services.monitor.state.Activity (running trials' logs)
         self.activity = activity or {}
-        # services.monitor.MonitorWarning that started to hold on this scan (fed off the loop)
+        # services.monitor.state.MonitorWarning that started to hold on this scan (fed off the loop)
         self.warnings = warnings or []
 
 

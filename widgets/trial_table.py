@@ -28,8 +28,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from services.assemble import as_utc
-from services.models import Trial, TrialStatus
+from services.core.models import Trial, TrialStatus
+from services.harbor.assemble import as_utc
 
 Cell = str | tuple[str, str]  # text, or (text, component class that styles it)
 

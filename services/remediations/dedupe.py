@@ -18,12 +18,12 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field
 
-from services.assemble import earliest_key
-from services.fs import JobFS
-from services.harbor_stats import job_stats
-from services.journal import Journal, current_user
-from services.models import Experiment, State, Trial, TrialStatus
-from services.policy import Policy
+from services.core.journal import Journal, current_user
+from services.core.models import Experiment, State, Trial, TrialStatus
+from services.core.policy import Policy
+from services.harbor.assemble import earliest_key
+from services.harbor.stats import job_stats
+from services.transport.fs import JobFS
 
 QUARANTINE_DIR = ".evaldesk-quarantine"
 MANIFEST = "dedupe_manifest.json"

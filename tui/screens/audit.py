@@ -11,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 
-from services.models import AuditReport, Experiment
+from services.core.models import AuditReport, Experiment
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.messages import SnapshotUpdated

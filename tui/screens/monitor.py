@@ -2,7 +2,7 @@
 confidence interval against the expected rate, throughput, ETA, tokens and cost, the running
 trials sorted by running time with idle and activity, and the fake-execution rules in red.
 
-The figures come from `services.monitor.MonitorState`, which the App feeds on every scan
+The figures come from `services.monitor.state.MonitorState`, which the App feeds on every scan
 (so the history outlives this screen). Without one, the screen keeps its own, fed from the
 snapshots it is sent while open.
 """
@@ -20,7 +20,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from services.monitor import (
+from services.monitor.state import (
     RULE_TITLES,
     ExperimentSeries,
     MonitorState,

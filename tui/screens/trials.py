@@ -26,11 +26,11 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
-from services.diagnosis import score_effect
-from services.fs import JobFS
-from services.harbor_files import ExceptionInfo, TrialResultFile, load_json
-from services.models import Experiment, Trial, TrialStatus
-from services.policy import FAILURE_CLASS_MEANING
+from services.core.diagnosis import score_effect
+from services.core.models import Experiment, Trial, TrialStatus
+from services.core.policy import FAILURE_CLASS_MEANING
+from services.harbor.files import ExceptionInfo, TrialResultFile, load_json
+from services.transport.fs import JobFS
 from tui.actions import bindings_for
 from tui.messages import SnapshotUpdated
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel

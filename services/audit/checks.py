@@ -1,0 +1,265 @@
+"""The read-only audit of a finished eval (DESIGN 3): pure functions over an Experiment.
+
+Nothing here reads files or writes anything; the same Experiment always yields the same
+report, so re-running the audit after a remediation shows exactly what changed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from services.core.census import Census, take_census
+from services.core.models import AuditReport, Check, CheckStatus, Experiment, State, Verdict
+from services.core.policy import HASH_BENCHMARK_RE, NUMERIC_MODEL_RE, Policy
+from services.remediations.dedupe import select_keep
+
+PASS, WARN, FAIL, SKIP = CheckStatus.pass_, CheckStatus.warn, CheckStatus.fail, CheckStatus.skip
+
+_SCHED_DONE = {"COMPLETED"}
+_SCHED_WAIT = {"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _bare_model(name: str | None) -> str:
+    return (name or "").rsplit("/", 1)[-1]
+
+
+def _check_finished(exp: Experiment) -> Check:
+    title = "Job finished"
+    sched = (exp.scheduler_state or "").split()[0].upper() if exp.scheduler_state else None
+    if sched:
+        where = f"SLURM job {exp.scheduler_job_id or '?'} is {exp.scheduler_state}"
+        if sched in _SCHED_DONE:
+            return Check(id="finished", title=title, status=PASS, evidence=where)
+        if sched in _SCHED_WAIT:
+            return Check(id="finished", title=title, status=WARN, evidence=where,
+                         action="wait for the scheduler job to end, then re-audit")
+        return Check(id="finished", title=title, status=FAIL, evidence=where,
+                     action="diagnose the failed job (trials, job.log), fix the cause and relaunch")
+    if exp.finished_at is not None:
+        ev = f"job result.json has finished_at {exp.finished_at:%Y-%m-%d %H:%M}"
+        if exp.counts.running:
+            ev += f"; {exp.counts.running} trial dir(s) never wrote result.json (orphaned)"
+        return Check(id="finished", title=title, status=PASS, evidence=ev)
+    c = exp.counts
+    if exp.state == State.pending:
+        return Check(id="finished", title=title, status=WARN, evidence="no trial has started yet",
+                     action="wait for the job to start, then re-audit")
+    return Check(
+        id="finished", title=title, status=WARN,
+        evidence=f"no finished_at yet: {c.total} finished, {c.running} running of {c.expected or '?'} expected",
+        action="wait for the job to finish, then re-audit",
+    )
+
+
+def _check_score(exp: Experiment, kept_valid: int) -> Check:
+    title = "Score present and sane"
+    score = exp.score
+    where = f"stats.evals[{exp.eval_key!r}].metrics[0].mean" if exp.eval_key else "stats.evals"
+    expected = exp.counts.expected or 0
+    never_reached = kept_valid == 0 or (expected and kept_valid < 0.05 * expected and not score)
+    if score is None:
+        if never_reached:
+            return Check(id="score", title=title, status=FAIL,
+                         evidence=f"no score in {where} and {kept_valid} valid trials: the eval never reached "
+                         "the model", action="fix the endpoint (served model name, base URL) and re-run")
+        return Check(id="score", title=title, status=FAIL, evidence=f"no numeric score at {where}",
+                     action="rebuild the aggregate result.json or re-run the job's aggregation")
+    if score == 0 and never_reached:
+        return Check(id="score", title=title, status=FAIL,
+                     evidence=f"score 0 with {kept_valid} valid of {expected or '?'} expected trials: "
+                     "the eval never reached the model", action="fix the endpoint and re-run")
+    real_zero = " (0 with trials that ran is a real 0)" if score == 0 else ""
+    return Check(id="score", title=title, status=PASS, evidence=f"score {score:.4f} at {where}{real_zero}")
+
+
+def _check_valid(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -> Check:
+    title = "Valid trial count"
+    c = exp.counts
+    n_rep = exp.n_rep or policy.default_n_rep
+    valid_kept = kept.counts.valid
+    if not c.expected:
+        return Check(id="valid_count", title=title, status=WARN,
+                     evidence=f"{c.valid} valid of ? expected: benchmark size of {exp.benchmark!r} unknown and no "
+                     "n_total_trials in the job result",
+                     action="add the benchmark to policy.benchmark_sizes in the config")
+    frac = valid_kept / c.expected
+    ev = f"{valid_kept} valid of {c.expected} expected ({_pct(frac)}; n_rep {n_rep}"
+    ev += " from the job config)" if exp.n_rep_source == "config" else ", the default: no job config)"
+    if deduped:
+        ev += f"; on disk {c.valid} valid in {c.total} attempts, counted after dedupe"
+    if frac >= policy.valid_fraction_min:
+        return Check(id="valid_count", title=title, status=PASS, evidence=ev)
+    missing = c.expected - valid_kept
+    if exp.state != State.finished:
+        return Check(id="valid_count", title=title, status=WARN, evidence=ev + "; still running",
+                     action="wait for the job to finish, then re-audit")
+    return Check(id="valid_count", title=title, status=FAIL, evidence=ev,
+                 action=f"resume the errored trials ({missing} short of {c.expected}); do not register a partial")
+
+
+def _check_duplicates(exp: Experiment, policy: Policy, on_disk: Census) -> Check:
+    title = "No duplicates"
+    c = exp.counts
+    n_rep = exp.n_rep or policy.default_n_rep
+    over = sum(1 for n in on_disk.per_task.values() if n > n_rep)
+    size = exp.benchmark_size
+    problems = []
+    attempts = c.total + c.running
+    if size and attempts > n_rep * size:
+        problems.append(f"{attempts} attempts > n_rep × size = {n_rep} × {size}")
+    if over:
+        problems.append(f"{over} task(s) have more than {n_rep} attempts (max {c.max_attempts_per_task})")
+    if c.copies:
+        problems.append(f"{c.copies} staged cop{'y' if c.copies == 1 else 'ies'} of trial dirs")
+    if not problems:
+        return Check(id="duplicates", title=title, status=PASS,
+                     evidence=f"at most {c.max_attempts_per_task} attempt(s) per task (n_rep {n_rep})")
+    return Check(id="duplicates", title=title, status=FAIL, evidence="; ".join(problems),
+                 action="dedupe (score-blind) before anything else, then re-audit", remediation="dedupe")
+
+
+def _check_error_gate(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -> tuple[Check, float | None]:
+    title = "Error gate"
+    n_finished = kept.counts.total
+    if not n_finished:
+        return Check(id="error_gate", title=title, status=SKIP, evidence="no finished attempts yet"), None
+    n_invalid = kept.counts.invalid_errors
+    frac = n_invalid / n_finished
+    top = ", ".join(f"{k} ×{v}" for k, v in kept.invalid_kinds.most_common(3))
+    limit = _pct(policy.error_fraction_max)
+    ev = f"{n_invalid} invalid errors / {n_finished} attempts = {_pct(frac)} (limit {limit})"
+    if top:
+        ev += f": {top}"
+    if deduped:
+        ev += "; computed on the attempts dedupe would keep"
+    if frac > policy.error_fraction_max:
+        return Check(id="error_gate", title=title, status=FAIL, evidence=ev,
+                     action="resume the errored trials; de-register the row if a partial was registered"), frac
+    return Check(id="error_gate", title=title, status=PASS, evidence=ev), frac
+
+
+def _check_model(exp: Experiment) -> Check:
+    title = "Model name"
+    bare = _bare_model(exp.model)
+    if not exp.model:
+        return Check(id="model_name", title=title, status=WARN, evidence="no model name in the job config or trials",
+                     action="set the model name when registering")
+    if NUMERIC_MODEL_RE.fullmatch(bare):
+        real = exp.model_hf_name
+        return Check(id="model_name", title=title, status=FAIL,
+                     evidence=f"{exp.model!r} is a vLLM served id, not a model name"
+                     + (f"; the eval config says model_hf_name = {real!r}" if real else ""),
+                     action=f"register under {real!r}" if real else "find model_hf_name in the run's eval config")
+    return Check(id="model_name", title=title, status=PASS, evidence=repr(exp.model))
+
+
+def _check_benchmark(exp: Experiment) -> Check:
+    title = "Benchmark name"
+    if not exp.benchmark:
+        return Check(id="benchmark_name", title=title, status=WARN, evidence="no benchmark name found",
+                     action="name the benchmark explicitly when registering")
+    if HASH_BENCHMARK_RE.fullmatch(exp.benchmark):
+        real = exp.benchmark_from_dir
+        return Check(id="benchmark_name", title=title, status=FAIL,
+                     evidence=f"{exp.benchmark[:12]}… is a dataset version hash"
+                     + (f"; the run dir says {real!r}" if real else ""),
+                     action=f"register under {real!r}" if real else "pass the benchmark name explicitly")
+    return Check(id="benchmark_name", title=title, status=PASS, evidence=repr(exp.benchmark))
+
+
+def bias_notes(exp: Experiment, kept: Census) -> list[str]:
+    notes: list[str] = []
+    n_rewards = kept.counts.valid
+    if kept.no_verifier:
+        mean_drop = kept.reward_sum / n_rewards if n_rewards else 0.0
+        mean_zero = kept.reward_sum / (n_rewards + kept.no_verifier)
+        notes.append(
+            f"{kept.no_verifier} trial(s) have no reward because the verifier never ran "
+            "(VerificationNotCompleted / AgentTimeout without a reward): the true score is ≈ 0 for them. "
+            f"Harbor's mean drops them ({mean_drop:.3f}, biased up); the leaderboard counts them as 0 "
+            f"({mean_zero:.3f}). Resume them on a healthy sandbox to recover real passes."
+        )
+    if kept.infra:
+        n_infra = sum(kept.infra.values())
+        kinds = ", ".join(f"{k} ×{v}" for k, v in kept.infra.most_common(3))
+        notes.append(
+            f"{n_infra} infra error(s) ({kinds}): uncorrelated with "
+            "solvability, so dropping them is ~unbiased; re-run for completeness, never impute 0."
+        )
+    if kept.timeout_scored:
+        notes.append(f"{kept.timeout_scored} AgentTimeoutError trial(s) carry a reward: valid 0s, not errors — "
+                     "do not filter or re-run them.")
+    for p in exp.problems:
+        notes.append(f"read problem: {p}")
+    return notes
+
+
+def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetime | None = None) -> AuditReport:
+    policy = policy or Policy()
+    now = now or datetime.now(UTC)
+    n_rep = exp.n_rep or policy.default_n_rep
+    on_disk: Census | None = exp._census
+    if on_disk is None or on_disk.benign != frozenset(policy.benign_exceptions):
+        on_disk = take_census(exp.trials, policy)
+    dup = _check_duplicates(exp, policy, on_disk)
+    deduped = dup.status == FAIL
+    kept = take_census(select_keep(exp.trials, n_rep)[0], policy) if deduped else on_disk
+    finished = _check_finished(exp)
+    score = _check_score(exp, kept.counts.valid)
+    valid = _check_valid(exp, policy, kept, deduped)
+    gate, err_frac = _check_error_gate(exp, policy, kept, deduped)
+    checks = [
+        finished,
+        score,
+        Check(id="traces", title="Traces uploaded and linked", status=SKIP, evidence="no leaderboard configured"),
+        valid,
+        dup,
+        gate,
+        _check_model(exp),
+        _check_benchmark(exp),
+        Check(id="stale_rows", title="Stale leaderboard rows", status=SKIP, evidence="no leaderboard configured"),
+    ]
+    verdict: Verdict
+    if finished.status == FAIL:
+        verdict = "investigate"
+    elif finished.status == WARN:
+        verdict = "wait"
+    elif deduped:
+        verdict = "dedupe"
+    elif score.status == FAIL and "never reached" in score.evidence:
+        verdict = "rerun"
+    elif valid.status == FAIL or gate.status == FAIL:
+        verdict = "resume"
+    elif score.status == FAIL or valid.status == WARN:
+        verdict = "investigate"
+    else:
+        verdict = "finalize"
+    notes = bias_notes(exp, kept)
+    if verdict == "resume":
+        notes.insert(0, "Below 90% valid or over the error gate: resume, never register; if a partial row was "
+                     "already registered, de-register that one row.")
+    c = exp.counts
+    return AuditReport(
+        id=exp.id,
+        source=exp.source,
+        path=exp.path,
+        state=exp.state,
+        state_raw=exp.state_raw,
+        model=exp.model,
+        benchmark=exp.benchmark,
+        score=exp.score,
+        trials={
+            "total": c.total, "valid": c.valid, "errored": c.errored, "running": c.running,
+            "expected": c.expected, "n_rep": c.n_rep, "max_attempts_per_task": c.max_attempts_per_task,
+        },
+        valid_fraction=(c.valid / c.expected) if c.expected else None,
+        # the gate's own figure: after dedupe when the job still needs it (DESIGN 3, check 6)
+        error_fraction=err_frac,
+        checks=checks,
+        verdict=verdict,
+        notes=notes,
+    )

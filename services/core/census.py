@@ -1,0 +1,117 @@
+"""One pass over an experiment's trials that yields every figure the audit needs.
+
+The audit of a 100k-trial job must not walk the trials once per check; assemble takes the
+census while it builds the Experiment, and the audit re-takes it only over the attempts
+dedupe would keep.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from services.core.models import Trial, TrialCounts, TrialStatus
+from services.core.policy import Policy
+from services.harbor.files import NO_REWARD_NOR_EXCEPTION
+
+_INFRA = ("sandbox_failed", "model_provider_failed")
+
+
+def invalid_kind(t: Trial) -> str:
+    if t.exception_type:
+        return t.exception_type
+    if t.parse_error and t.parse_error != NO_REWARD_NOR_EXCEPTION:
+        return "unreadable result.json"
+    return "no reward"
+
+
+@dataclass
+class Census:
+    """Additive figures over a set of trials: `add(t, +1)` and `add(t, -1)` keep it exact under
+    changes, so a live 100k-trial job is re-counted only where it changed."""
+
+    benign: frozenset[str] = frozenset()  # the policy it was taken under
+    per_task: Counter[str] = field(default_factory=Counter)  # attempts per task, copies excluded
+    invalid_kinds: Counter[str] = field(default_factory=Counter)
+    infra: Counter[str] = field(default_factory=Counter)  # no reward, failure uncorrelated with solvability
+    models: Counter[str] = field(default_factory=Counter)  # model names the trials report
+    sources: Counter[str] = field(default_factory=Counter)  # Harbor dataset names of the trials
+    copies: int = 0
+    running: int = 0
+    total: int = 0
+    valid: int = 0
+    errored: int = 0
+    invalid_errors: int = 0
+    no_verifier: int = 0  # no reward because the verifier never ran
+    timeout_scored: int = 0  # AgentTimeoutError with a reward: a valid 0
+    reward_sum: float = 0.0
+    n_input_tokens: int = 0
+    n_output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def counts(self) -> TrialCounts:
+        return TrialCounts(
+            total=self.total, valid=self.valid, errored=self.errored, running=self.running,
+            invalid_errors=self.invalid_errors, copies=self.copies,
+            max_attempts_per_task=max(self.per_task.values(), default=0),
+        )
+
+    def add(self, t: Trial, sign: int = 1) -> None:
+        if t.copy_of is not None:
+            self.copies += sign
+            return
+        _bump(self.per_task, t.task_name, sign)
+        if t.model_name:
+            _bump(self.models, t.model_name, sign)
+        if t.source:
+            _bump(self.sources, t.source, sign)
+        if t.n_input_tokens:
+            self.n_input_tokens += sign * t.n_input_tokens
+        if t.n_output_tokens:
+            self.n_output_tokens += sign * t.n_output_tokens
+        if t.cost_usd:
+            self.cost_usd += sign * t.cost_usd
+        status = t.status
+        if status == TrialStatus.running:
+            self.running += sign
+            return
+        self.total += sign
+        exc = t.exception_type
+        reward = t.reward
+        if status == TrialStatus.valid:
+            self.valid += sign
+        else:
+            self.errored += sign
+        if reward is not None:
+            self.reward_sum += sign * reward
+            if exc == "AgentTimeoutError":
+                self.timeout_scored += sign
+        else:
+            fc = t.failure_class
+            if fc == "verifier_failed" or exc == "AgentTimeoutError":
+                self.no_verifier += sign
+            elif fc in _INFRA:
+                _bump(self.infra, exc or "?", sign)
+        invalid = (exc not in self.benign) if exc is not None else (bool(t.parse_error) or reward is None)
+        if invalid:
+            self.invalid_errors += sign
+            _bump(self.invalid_kinds, invalid_kind(t), sign)
+
+
+def _bump(counter: Counter[str], key: str, sign: int) -> None:
+    n = counter[key] + sign
+    if n > 0:
+        counter[key] = n
+    else:
+        # a key at zero would still show in most_common() and make the counter truthy
+        del counter[key]
+
+
+def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
+    cen = Census(benign=frozenset(policy.benign_exceptions))
+    add = cen.add
+    for t in trials:
+        add(t)
+    return cen

@@ -1,0 +1,54 @@
+"""Append-only JSONL record of every write evaldesk makes, with the state before and after."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from services.core.config import state_dir
+from services.core.models import JournalEntry
+
+
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return os.environ.get("USER", "unknown")
+
+
+class Journal:
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path else state_dir() / "journal.jsonl"
+
+    def append(
+        self, action: str, target: str, before: Any = None, after: Any = None, **detail: Any
+    ) -> JournalEntry:
+        entry = JournalEntry(
+            at=datetime.now(UTC), user=current_user(), action=action, target=target,
+            before=before, after=after, detail=detail,
+        )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = entry.model_dump_json() + "\n"
+        # O_APPEND keeps concurrent writers from interleaving within a line
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return entry
+
+    def entries(self) -> list[JournalEntry]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                try:
+                    out.append(JournalEntry.model_validate_json(line))
+                except ValueError:
+                    continue  # a torn last line after a crash; the rest stays readable
+        return out

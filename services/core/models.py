@@ -1,0 +1,205 @@
+"""Domain objects every source yields and every screen, check and batch command consumes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+
+class State(StrEnum):
+    """The normalised state vocabulary; each source keeps its own word in `state_raw`."""
+
+    pending = "pending"
+    dispatched = "dispatched"
+    running = "running"
+    finished = "finished"
+    failed = "failed"
+    cancelled = "cancelled"
+    needs_input = "needs_input"
+    blocked = "blocked"
+    removed = "removed"
+
+
+class TrialStatus(StrEnum):
+    valid = "valid"  # a finite reward
+    errored = "errored"  # ended without a finite reward, or result.json unreadable
+    running = "running"  # config.json without result.json
+
+
+class Trial(BaseModel):
+    """One trial attempt: one trial dir, as read from its files."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    trial_name: str
+    task_name: str
+    path: str = Field(description="trial dir relative to the job dir, POSIX separators")
+    status: TrialStatus
+    reward: float | None = None
+    rewards: dict[str, float] = Field(default_factory=dict)
+    exception_type: str | None = None
+    exception_message: str | None = None
+    failure_class: str | None = None
+    parse_error: str | None = Field(None, description="why result.json could not be read")
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+    model_name: str | None = None
+    agent_name: str | None = None
+    source: str | None = Field(None, description="Harbor's dataset name for the trial")
+    mtime: float | None = Field(None, description="newest mtime of the trial's result/config files")
+    attempt: int = Field(1, description="1-based attempt number within its task, earliest first")
+    copy_of: str | None = Field(None, description="the original's path when this is a staged copy")
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at and self.finished_at:
+            try:
+                return (self.finished_at - self.started_at).total_seconds()
+            except TypeError:  # one naive, one aware
+                return None
+        return None
+
+    @property
+    def is_copy(self) -> bool:
+        return self.copy_of is not None
+
+
+class TrialCounts(BaseModel):
+    total: int = Field(0, description="finished attempts (unique trial names)")
+    valid: int = 0
+    errored: int = 0
+    running: int = 0
+    invalid_errors: int = 0
+    expected: int | None = None
+    n_rep: int | None = None
+    max_attempts_per_task: int = 0
+    copies: int = Field(0, description="staged copies collapsed into their original")
+
+
+class Experiment(BaseModel):
+    """One eval run (a Harbor job dir, a rock experiment, a campaign …)."""
+
+    id: str
+    source: str = Field(description="source kind: harbor, harbor+ssh, rock, …")
+    source_label: str = Field("", description="where it was read from, for people")
+    path: str = ""
+    state: State = State.pending
+    state_raw: str = ""
+    model: str | None = None
+    model_hf_name: str | None = Field(None, description="the real model name from the run's eval config")
+    benchmark: str | None = None
+    benchmark_from_dir: str | None = Field(None, description="leading segment of the run dir name")
+    benchmark_size: int | None = None
+    n_rep: int | None = None
+    n_rep_source: Literal["config", "default", "unknown"] = "unknown"
+    planned_trials: int | None = Field(None, description="n_total_trials from the job result")
+    score: float | None = None
+    eval_key: str | None = None
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    finished_at: datetime | None = None
+    scheduler_job_id: str | None = None
+    scheduler_state: str | None = Field(None, description="SLURM's own word, e.g. COMPLETED")
+    inference_timeout_s: float | None = None
+    counts: TrialCounts = Field(default_factory=TrialCounts)
+    n_input_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+    problems: list[str] = Field(default_factory=list, description="what could not be read, and where")
+    trials: list[Trial] = Field(default_factory=list, exclude=True, repr=False)
+    stale_since: datetime | None = Field(None, description="set when this is the last good copy")
+    # the one-pass figures assemble took over `trials` (services.core.census.Census); not serialised
+    _census: Any = PrivateAttr(default=None)
+
+    @property
+    def expected(self) -> int | None:
+        return self.counts.expected
+
+
+class SourceError(BaseModel):
+    source: str
+    where: str
+    message: str
+
+
+class Snapshot(BaseModel):
+    """What one scan of one source saw."""
+
+    source: str
+    taken_at: datetime
+    experiments: list[Experiment] = Field(default_factory=list)
+    errors: list[SourceError] = Field(default_factory=list)
+    stats: dict[str, Any] = Field(default_factory=dict, description="files read, bytes, round trips …")
+
+
+class CheckStatus(StrEnum):
+    pass_ = "pass"
+    warn = "warn"
+    fail = "fail"
+    skip = "skip"
+
+
+CheckId = Literal[
+    "finished",
+    "score",
+    "traces",
+    "valid_count",
+    "duplicates",
+    "error_gate",
+    "model_name",
+    "benchmark_name",
+    "stale_rows",
+]
+
+
+class Check(BaseModel):
+    id: CheckId
+    title: str
+    status: CheckStatus
+    evidence: str
+    action: str | None = None
+    remediation: str | None = Field(None, description="id of a remediation evaldesk can run for this row")
+
+
+Verdict = Literal["finalize", "dedupe", "resume", "rerun", "wait", "investigate"]
+
+
+class AuditReport(BaseModel):
+    id: str
+    source: str
+    path: str
+    state: State
+    state_raw: str
+    model: str | None
+    benchmark: str | None
+    score: float | None
+    trials: dict[str, int | None]
+    valid_fraction: float | None
+    error_fraction: float | None
+    checks: list[Check]
+    verdict: Verdict
+    notes: list[str] = Field(default_factory=list)
+
+    def check(self, check_id: str) -> Check:
+        return next(c for c in self.checks if c.id == check_id)
+
+    @property
+    def needs_action(self) -> bool:
+        return self.verdict != "finalize" or any(c.status == CheckStatus.fail for c in self.checks)
+
+
+class JournalEntry(BaseModel):
+    at: datetime
+    user: str
+    action: str
+    target: str
+    before: Any = None
+    after: Any = None
+    detail: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,339 @@
+"""Turn the raw pieces of one Harbor job dir into an Experiment.
+
+Shared by every source that reads Harbor job dirs (local disk, SSH), so a remote audit and
+a local audit of the same folder give the same figures by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from services.core.census import take_census
+from services.core.models import Experiment, State, Trial
+from services.core.policy import Policy
+from services.harbor.files import JobConfigFile, JobResultFile
+
+_FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def as_utc(dt: datetime | None) -> datetime | None:
+    """Harbor writes trial times UTC-aware and job times naive local; compare them as UTC."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        return dt.astimezone(UTC)
+    return dt.astimezone(UTC)
+
+
+def earliest_key(t: Trial) -> tuple[datetime, str]:
+    st = t.started_at
+    if st is None:
+        return (_FAR_FUTURE, t.trial_name)
+    # aware datetimes order correctly whatever their zone; only naive ones need converting
+    return (st if st.tzinfo is not None else st.astimezone(UTC), t.trial_name)
+
+
+def _set(t: Trial, name: str, value: object) -> None:
+    # Derived marks are rewritten on every scan of up to 100k trials; pydantic's
+    # __setattr__ costs several times a plain dict write and validates nothing here.
+    t.__dict__[name] = value
+
+
+def parse_job_file(data: bytes | None, model: type[_M], name: str, problems: list[str]) -> _M | None:
+    if data is None:
+        return None
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        problems.append(f"{name} is not valid JSON: {exc}")
+        return None
+    if not isinstance(raw, dict):
+        problems.append(f"{name} holds a JSON {type(raw).__name__}, not an object")
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        problems.append(f"{name} field {'.'.join(map(str, first['loc']))!r}: {first['msg']}")
+        return None
+
+
+def parse_env_file(data: bytes | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not data:
+        return out
+    for line in data.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        out[key.strip()] = value.strip().strip("'\"")
+    return out
+
+
+def benchmark_from_dir_name(name: str, policy: Policy) -> str | None:
+    """The run dir is named <benchmark>_<model>_<ts>; the leading segment is the benchmark."""
+    for known in sorted(policy.benchmark_sizes, key=len, reverse=True):
+        if name.startswith(known) and (len(name) == len(known) or name[len(known)] in "_-.@"):
+            return known
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}__\d{2}-\d{2}-\d{2}", name):
+        return None  # Harbor's default job name carries no benchmark
+    head = re.split(r"__|_", name, maxsplit=1)[0]
+    return head or None
+
+
+def _dataset_name(cfg: JobConfigFile | None) -> str | None:
+    if cfg is None:
+        return None
+    for ds in cfg.datasets:
+        if ds.name:
+            return ds.name.rsplit("/", 1)[-1]
+        if ds.path:
+            return ds.path.rstrip("/").rsplit("/", 1)[-1] or None
+    return None
+
+
+def collapse_copies(trials: list[Trial]) -> None:
+    """Mark staged/restored copies: same trial_name, deeper path than the original."""
+    first: dict[str, Trial] = {}
+    clashes: dict[str, list[Trial]] = {}
+    for t in trials:
+        if t.copy_of is not None:
+            _set(t, "copy_of", None)
+        seen = first.setdefault(t.trial_name, t)
+        if seen is not t:
+            clashes.setdefault(t.trial_name, [seen]).append(t)
+    for group in clashes.values():
+        group.sort(key=lambda t: (t.path.count("/"), t.path))
+        original = group[0]
+        for dup in group[1:]:
+            _set(dup, "copy_of", original.path)
+
+
+def number_attempts(trials: Iterable[Trial]) -> dict[str, list[Trial]]:
+    by_task: dict[str, list[Trial]] = defaultdict(list)
+    for t in trials:
+        if t.copy_of is None:
+            by_task[t.task_name].append(t)
+    for attempts in by_task.values():
+        if len(attempts) > 1:
+            attempts.sort(key=earliest_key)
+        for i, t in enumerate(attempts, 1):
+            if t.attempt != i:
+                _set(t, "attempt", i)
+    return by_task
+
+
+class TrialIndex:
+    """A job's trials grouped by name and by task, with their census, kept current by deltas.
+
+    A poll of a live job changes a handful of trials out of up to 100k; re-marking copies,
+    re-numbering attempts and re-counting only the names and tasks those touch keeps the
+    refresh proportional to the change. `rebuild` and `apply` give exactly what a fresh
+    pass would (tests check it against one).
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.by_path: dict[str, Trial] = {}
+        self.by_name: dict[str, list[Trial]] = {}
+        self.by_task: dict[str, list[Trial]] = {}  # copies included
+        self.census = take_census((), policy)
+
+    def rebuild(self, trials: Iterable[Trial]) -> None:
+        self.by_path = {t.path: t for t in trials}
+        self.by_name, self.by_task = {}, {}
+        for t in self.by_path.values():
+            self.by_name.setdefault(t.trial_name, []).append(t)
+            self.by_task.setdefault(t.task_name, []).append(t)
+        trials_list = list(self.by_path.values())
+        collapse_copies(trials_list)
+        number_attempts(trials_list)
+        self.census = take_census(trials_list, self.policy)
+
+    def apply(self, removed: Iterable[Trial], added: Iterable[Trial]) -> None:
+        removed, added = list(removed), list(added)
+        if not removed and not added:
+            return
+        names = {t.trial_name for t in removed} | {t.trial_name for t in added}
+        tasks = {t.task_name for t in removed} | {t.task_name for t in added}
+        for n in names:  # a copy mark can move a trial of another task in or out of the counts
+            tasks.update(t.task_name for t in self.by_name.get(n, ()))
+        add = self.census.add
+        for task in tasks:
+            for t in self.by_task.get(task, ()):
+                add(t, -1)
+        for t in removed:
+            if self.by_path.get(t.path) is t:
+                del self.by_path[t.path]
+            _drop(self.by_name, t.trial_name, t)
+            _drop(self.by_task, t.task_name, t)
+        for t in added:
+            self.by_path[t.path] = t
+            self.by_name.setdefault(t.trial_name, []).append(t)
+            self.by_task.setdefault(t.task_name, []).append(t)
+        for n in names:
+            group = self.by_name.get(n)
+            if group:
+                collapse_copies(group)
+        for task in tasks:
+            members = self.by_task.get(task, [])
+            number_attempts(members)
+            for t in members:
+                add(t, +1)
+
+    @property
+    def trials(self) -> list[Trial]:
+        return list(self.by_path.values())
+
+
+def _drop(index: dict[str, list[Trial]], key: str, t: Trial) -> None:
+    group = index.get(key)
+    if group is None:
+        return
+    group[:] = [x for x in group if x is not t]
+    if not group:
+        del index[key]
+
+
+def assemble_experiment(
+    *,
+    job_id: str,
+    path: str,
+    source: str,
+    source_label: str,
+    trials: list[Trial],
+    policy: Policy,
+    config_bytes: bytes | None,
+    result_bytes: bytes | None,
+    eval_config_bytes: bytes | None = None,
+    env_bytes: bytes | None = None,
+    problems: list[str] | None = None,
+    index: TrialIndex | None = None,
+) -> Experiment:
+    """`index`, when given, already holds `trials` with copies marked, attempts numbered and
+    the census taken (the local scanner keeps one up to date between scans)."""
+    problems = list(problems or [])
+    cfg: JobConfigFile | None = parse_job_file(config_bytes, JobConfigFile, "config.json", problems)
+    res: JobResultFile | None = parse_job_file(result_bytes, JobResultFile, "result.json", problems)
+    if config_bytes is None:
+        problems.append("no job config.json: n_rep falls back to the default")
+    if result_bytes is None:
+        problems.append("no job result.json: no score, no planned trial count")
+
+    if index is not None:
+        census = index.census
+    else:
+        collapse_copies(trials)
+        number_attempts(trials)
+        census = take_census(trials, policy)
+    counts = census.counts
+
+    # n_rep: the job config's n_attempts; absent from a Harbor config means Harbor's default 1.
+    if cfg is not None:
+        n_rep = cfg.n_attempts if cfg.n_attempts is not None else 1
+        if n_rep < 1:
+            problems.append(f"config.json n_attempts = {n_rep} is not a positive count; using Harbor's default 1")
+            n_rep = 1
+        n_rep_source = "config"
+    else:
+        n_rep = policy.default_n_rep
+        n_rep_source = "default"
+
+    model_counter = census.models
+    cfg_model = next((a.model_name for a in cfg.agents if a.model_name), None) if cfg else None
+    model = cfg_model or (model_counter.most_common(1)[0][0] if model_counter else None)
+
+    eval_cfg = parse_job_file(eval_config_bytes, JobConfigFile, "eval config", problems)
+    model_hf_name = (cfg.model_hf_name if cfg else None) or (eval_cfg.model_hf_name if eval_cfg else None)
+
+    bench_dir = benchmark_from_dir_name(job_id, policy)
+    src_counter = census.sources
+    benchmark = (
+        _dataset_name(cfg)
+        or (src_counter.most_common(1)[0][0] if src_counter else None)
+        or bench_dir
+    )
+    size = policy.benchmark_size(benchmark) or policy.benchmark_size(bench_dir)
+
+    planned = res.n_total_trials if res else None
+    if planned is not None and planned < 1:
+        problems.append(f"result.json n_total_trials = {planned} is not a positive count; ignored")
+        planned = None
+    expected = planned if planned else (n_rep * size if size else None)
+    counts.expected = expected
+    counts.n_rep = n_rep
+
+    score: float | None = None
+    eval_key: str | None = None
+    if res and res.stats.evals:
+        eval_key, ev = max(res.stats.evals.items(), key=lambda kv: kv[1].n_trials or 0)
+        score = ev.mean
+
+    timeout = None
+    if cfg:
+        for a in cfg.agents:
+            t_s = a.override_timeout_sec or a.max_timeout_sec
+            if t_s:
+                timeout = t_s * (cfg.timeout_multiplier or 1.0)
+                break
+
+    env = parse_env_file(env_bytes)
+    sched_id = (str(cfg.slurm_job_id) if cfg and cfg.slurm_job_id else None) or env.get("SLURM_JOB_ID")
+
+    if res is not None and res.finished_at is not None:
+        state, raw = State.finished, "finished"
+    elif counts.running:
+        state, raw = State.running, "running"
+    elif res is not None or counts.total:
+        state, raw = State.running, "unfinished"
+    else:
+        state, raw = State.pending, "no trials yet"
+    if state == State.finished and counts.running:
+        problems.append(f"{counts.running} trial dir(s) have no result.json although the job is over (orphaned)")
+
+    n_in = census.n_input_tokens or None
+    n_out = census.n_output_tokens or None
+    cost = census.cost_usd
+
+    exp = Experiment(
+        id=job_id,
+        source=source,
+        source_label=source_label,
+        path=path,
+        state=state,
+        state_raw=raw,
+        model=model,
+        model_hf_name=model_hf_name,
+        benchmark=benchmark,
+        benchmark_from_dir=bench_dir,
+        benchmark_size=size,
+        n_rep=n_rep,
+        n_rep_source=n_rep_source,  # type: ignore[arg-type]
+        planned_trials=planned,
+        score=score,
+        eval_key=eval_key,
+        started_at=res.started_at if res else None,
+        updated_at=res.updated_at if res else None,
+        finished_at=res.finished_at if res else None,
+        scheduler_job_id=sched_id,
+        inference_timeout_s=timeout,
+        counts=counts,
+        n_input_tokens=n_in,
+        n_output_tokens=n_out,
+        cost_usd=cost if cost and math.isfinite(cost) else None,
+        problems=problems,
+        trials=trials,
+    )
+    exp._census = census
+    return exp
+

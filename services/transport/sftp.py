@@ -1,0 +1,118 @@
+"""JobFS over SFTP, so dedupe/undo and the log tail work on a remote job dir unchanged.
+
+The SFTP session rides on the host's pooled connection. Renames never overwrite (SFTP's
+plain rename refuses an existing target, and we check first for servers that do not); an
+atomic write is a temporary file in the same directory followed by posix-rename.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import stat as st_mod
+import uuid
+
+import asyncssh
+
+from services.core.source import SourceUnavailable
+from services.transport.fs import FileStat
+from services.transport.ssh import HostSpec, SSHPool, describe
+
+
+class SFTPFS:
+    def __init__(self, pool: SSHPool, spec: HostSpec) -> None:
+        self.pool = pool
+        self.spec = spec
+        self._sftp: asyncssh.SFTPClient | None = None
+        self._conn: asyncssh.SSHClientConnection | None = None
+
+    async def client(self) -> asyncssh.SFTPClient:
+        """The SFTP session on the host's pooled connection, reopened after a reconnect."""
+        return await self._client()
+
+    async def _client(self) -> asyncssh.SFTPClient:
+        conn = await self.pool.get(self.spec)
+        if self._sftp is None or self._conn is not conn:
+            try:
+                self._sftp = await conn.start_sftp_client()
+            except (OSError, asyncssh.Error) as exc:
+                raise SourceUnavailable(self.spec.label, f"cannot start SFTP: {describe(exc, self.spec)}") from None
+            self._conn = conn
+        return self._sftp
+
+    async def stat(self, path: str) -> FileStat | None:
+        sftp = await self._client()
+        try:
+            attrs = await sftp.stat(path)
+        except asyncssh.SFTPError:
+            return None
+        is_dir = attrs.permissions is not None and st_mod.S_ISDIR(attrs.permissions)
+        return FileStat(attrs.size or 0, float(attrs.mtime or 0), is_dir)
+
+    async def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        sftp = await self._client()
+        try:
+            async with sftp.open(path, "rb") as fh:
+                if offset:
+                    await fh.seek(offset)
+                data = await (fh.read() if length is None else fh.read(length))
+        except asyncssh.SFTPNoSuchFile:
+            raise FileNotFoundError(path) from None
+        except asyncssh.SFTPError as exc:
+            raise OSError(f"{path}: {exc.reason}") from None
+        return data if isinstance(data, bytes) else data.encode()
+
+    async def list_dir(self, path: str) -> list[str]:
+        sftp = await self._client()
+        try:
+            names = await sftp.listdir(path)
+        except asyncssh.SFTPNoSuchFile:
+            raise FileNotFoundError(path) from None
+        except asyncssh.SFTPError as exc:
+            raise OSError(f"{path}: {exc.reason}") from None
+        return sorted(str(n) for n in names if n not in (".", ".."))
+
+    async def rename(self, src: str, dst: str) -> None:
+        sftp = await self._client()
+        if await sftp.exists(dst):
+            raise FileExistsError(f"refusing to overwrite {dst}")
+        try:
+            await sftp.rename(src, dst)
+        except asyncssh.SFTPNoSuchFile:
+            raise FileNotFoundError(src) from None
+        except asyncssh.SFTPError as exc:
+            raise OSError(f"rename {src} -> {dst}: {exc.reason}") from None
+
+    async def makedirs(self, path: str) -> None:
+        sftp = await self._client()
+        try:
+            await sftp.makedirs(path, exist_ok=True)
+        except asyncssh.SFTPError as exc:
+            raise OSError(f"mkdir {path}: {exc.reason}") from None
+
+    async def write_bytes_atomic(self, path: str, data: bytes) -> None:
+        sftp = await self._client()
+        name = f".{posixpath.basename(path)}.evaldesk-tmp-{uuid.uuid4().hex[:8]}"
+        tmp = posixpath.join(posixpath.dirname(path), name)
+        try:
+            async with sftp.open(tmp, "wb") as fh:
+                await fh.write(data)
+            await sftp.posix_rename(tmp, path)
+        except asyncssh.SFTPError as exc:
+            with contextlib.suppress(asyncssh.SFTPError):
+                await sftp.remove(tmp)
+            raise OSError(f"write {path}: {exc.reason}") from None
+
+    async def remove_file(self, path: str) -> None:
+        sftp = await self._client()
+        try:
+            await sftp.remove(path)
+        except asyncssh.SFTPNoSuchFile:
+            raise FileNotFoundError(path) from None
+        except asyncssh.SFTPError as exc:
+            raise OSError(f"remove {path}: {exc.reason}") from None
+
+    async def close(self) -> None:
+        if self._sftp is not None:
+            self._sftp.exit()
+            self._sftp = None

@@ -1,0 +1,77 @@
+"""Builds the console on the bundled demo jobs with a fixed clock, so ages, refresh times
+and audits are the same on every run.
+
+Writing the demo costs seconds on a busy disk, so tests that only read share one copy per
+session; tests that write get their own copy of the job they change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from textual.worker import WorkerFailed
+
+from services.core.config import Config
+from services.core.source import Source
+from services.harbor.demo import DEMO_NOW, write_demo
+from services.harbor.scan import HarborSource
+from tui.app import EvaldeskApp
+
+FIXED_NOW: datetime = DEMO_NOW + timedelta(minutes=5)
+DEV_SET = "dev_set_v2_gpt-5-mini_2026-11-19__08-30-00"
+DEV_KEY = f"demo::{DEV_SET}"
+
+_shared: Path | None = None
+
+
+def use_utc() -> None:
+    """Harbor's job times are naive local time; pin the zone so figures do not move."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+
+
+def shared_demo(factory: pytest.TempPathFactory) -> Path:
+    global _shared
+    if _shared is None:
+        _shared = factory.mktemp("demo") / "jobs"
+        write_demo(_shared)
+    return _shared
+
+
+def copy_job(factory: pytest.TempPathFactory, dest: Path, job: str = DEV_SET) -> Path:
+    """A private jobs folder holding one demo job, for tests that change files."""
+    jobs = dest / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(shared_demo(factory) / job, jobs / job, symlinks=True)
+    return jobs
+
+
+def make_demo_app(
+    jobs: Path,
+    state: Path,
+    *,
+    read_only: bool = False,
+    sources: list[Source] | None = None,
+) -> EvaldeskApp:
+    use_utc()
+    config = Config(journal_path=str(state / "journal.jsonl"))
+    if sources is None:
+        sources = [HarborSource(jobs, config.policy, label="demo")]
+    return EvaldeskApp(sources, config, read_only, now=FIXED_NOW, poll=False, cursor_blink=False)
+
+
+async def settle(pilot: object, rounds: int = 6) -> None:
+    """Let workers finish and the messages they posted be handled (they chain: a write
+    posts its result, whose handler starts a re-scan, whose result re-renders screens)."""
+    app = pilot.app  # type: ignore[attr-defined]
+    for _ in range(rounds):
+        # a failure is reported by the app's own handler; tests read the log
+        with contextlib.suppress(WorkerFailed):
+            await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
