@@ -22,8 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.core.policy import Policy
-from services.harbor.scan import HarborSource
-from services.monitor.state import MonitorState, probe_snapshot
+from services.harbor.source import HarborSource
+from services.monitor.activity import probe_snapshot
+from services.monitor.state import MonitorState
 
 NOW = datetime(2026, 11, 20, 18, 0, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.synth import touch_results, write_job
 from services.core.models import Snapshot
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
 from services.transport.ssh import SSHPool
 from tests.support.ssh_server import InProcessSSHServer

@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.synth import touch_results, write_job
-from services.audit.checks import audit_experiment
+from services.audit.verdict import audit_experiment
 from services.core.policy import Policy
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 
 
 def drop_caches() -> bool:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.synth import write_job
 from services.core.config import Config
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from tui.app import EvaldeskApp
 from tui.messages import ScanProgress
 from tui.screens.experiments import ExperimentsScreen

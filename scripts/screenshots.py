@@ -29,7 +29,7 @@ from textual.worker import WorkerFailed  # noqa: E402
 
 from services.core.config import Config  # noqa: E402
 from services.harbor.demo import DEMO_NOW, write_demo  # noqa: E402
-from services.harbor.scan import HarborSource  # noqa: E402
+from services.harbor.source import HarborSource  # noqa: E402
 from tui.app import EvaldeskApp  # noqa: E402
 
 SIZES = [(80, 24), (120, 40)]

@@ -27,10 +27,11 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from services.core.config import Config, data_dir
-from services.core.models import AuditReport, Experiment, Snapshot
+from services.core.models import AuditReport, Experiment, Snapshot, experiment_key
 from services.core.policy import Policy
 from services.core.source import Source
-from services.monitor.state import MonitorState, probe_snapshot
+from services.monitor.activity import probe_snapshot
+from services.monitor.state import MonitorState
 from tui.actions import GLOBAL, bindings_for
 from tui.messages import (
     ChromeChanged,
@@ -67,10 +68,6 @@ class PendingWrite:
     key: str
     payload: Any = None
     lines: list[str] = field(default_factory=list)
-
-
-def experiment_key(exp: Experiment) -> str:
-    return f"{exp.source_label}::{exp.id}"
 
 
 def _short_label(src: Source, spec: str) -> None:
@@ -139,7 +136,7 @@ def open_sources(specs: list[str], config: Config) -> tuple[list[Source], list[s
 def demo_source(config: Config, root: Path | None = None) -> Source:
     """The bundled demo jobs, written on first use so a first run shows something real."""
     from services.harbor.demo import write_demo
-    from services.harbor.scan import HarborSource
+    from services.harbor.source import HarborSource
 
     root = root or data_dir() / "demo"
     if not root.exists() or not any(root.iterdir()):
@@ -413,7 +410,7 @@ class EvaldeskApp(App[int]):
         self.post_message(ScanFinished(label, snapshot, audits, time.monotonic() - t0, activity, warnings))
 
     def _audit_all(self, snapshot: Snapshot) -> dict[str, object]:
-        from services.audit.checks import audit_experiment
+        from services.audit.verdict import audit_experiment
 
         out: dict[str, object] = {}
         now = self.now()

@@ -18,13 +18,20 @@ from typing import IO, Any
 from rich.console import Console
 from rich.table import Table
 
-from services.audit.checks import audit_experiment
+from services.audit.verdict import audit_experiment
 from services.core.config import Config
 from services.core.journal import Journal
-from services.core.models import AuditReport, CheckStatus, Experiment, Snapshot, Trial, TrialStatus
+from services.core.models import (
+    NO_REWARD_NOR_EXCEPTION,
+    AuditReport,
+    CheckStatus,
+    Experiment,
+    Snapshot,
+    Trial,
+    TrialStatus,
+)
 from services.core.registry import open_source
 from services.core.source import Source, SourceUnavailable
-from services.harbor.files import NO_REWARD_NOR_EXCEPTION
 from services.remediations.dedupe import DedupeError, apply_dedupe, plan_dedupe, undo_dedupe
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
@@ -86,7 +93,7 @@ async def _scan_all(specs: list[str], config: Config, progress: Progress) -> tup
 def _age(dt: datetime | None, now: datetime) -> str:
     if dt is None:
         return "-"
-    from services.harbor.assemble import as_utc
+    from services.core.times import as_utc
 
     secs = (now - (as_utc(dt) or now)).total_seconds()
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

@@ -19,11 +19,13 @@ import orjson
 
 from services.core.baselines import Baseline, BaselineError, load_baseline
 from services.core.config import Config
-from services.core.models import Snapshot, State
+from services.core.models import Snapshot, State, experiment_key
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
+from services.core.times import utc_now
+from services.monitor.activity import probe_snapshot
 from services.monitor.poller import Poller
-from services.monitor.state import Clock, MonitorState, experiment_key, probe_snapshot, utc_now
+from services.monitor.state import Clock, MonitorState
 
 Sleep = Callable[[float], Awaitable[None]]
 

@@ -29,7 +29,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from services.core.models import Trial, TrialStatus
-from services.harbor.assemble import as_utc
+from services.core.times import as_utc
 
 Cell = str | tuple[str, str]  # text, or (text, component class that styles it)
 

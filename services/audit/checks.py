@@ -1,17 +1,11 @@
-"""The read-only audit of a finished eval (DESIGN 3): pure functions over an Experiment.
-
-Nothing here reads files or writes anything; the same Experiment always yields the same
-report, so re-running the audit after a remediation shows exactly what changed.
-"""
+"""The checks of the read-only audit of a finished Harbor-style eval (DESIGN 3), one function
+each: the evidence a person can verify and the one action it recommends."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from services.core.census import Census, take_census
-from services.core.models import AuditReport, Check, CheckStatus, Experiment, State, Verdict
+from services.core.census import Census
+from services.core.models import Check, CheckStatus, Experiment, State
 from services.core.policy import HASH_BENCHMARK_RE, NUMERIC_MODEL_RE, Policy
-from services.remediations.dedupe import select_keep
 
 PASS, WARN, FAIL, SKIP = CheckStatus.pass_, CheckStatus.warn, CheckStatus.fail, CheckStatus.skip
 
@@ -27,7 +21,7 @@ def _bare_model(name: str | None) -> str:
     return (name or "").rsplit("/", 1)[-1]
 
 
-def _check_finished(exp: Experiment) -> Check:
+def check_finished(exp: Experiment) -> Check:
     title = "Job finished"
     sched = (exp.scheduler_state or "").split()[0].upper() if exp.scheduler_state else None
     if sched:
@@ -55,7 +49,7 @@ def _check_finished(exp: Experiment) -> Check:
     )
 
 
-def _check_score(exp: Experiment, kept_valid: int) -> Check:
+def check_score(exp: Experiment, kept_valid: int) -> Check:
     title = "Score present and sane"
     score = exp.score
     where = f"stats.evals[{exp.eval_key!r}].metrics[0].mean" if exp.eval_key else "stats.evals"
@@ -76,7 +70,7 @@ def _check_score(exp: Experiment, kept_valid: int) -> Check:
     return Check(id="score", title=title, status=PASS, evidence=f"score {score:.4f} at {where}{real_zero}")
 
 
-def _check_valid(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -> Check:
+def check_valid(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -> Check:
     title = "Valid trial count"
     c = exp.counts
     n_rep = exp.n_rep or policy.default_n_rep
@@ -101,7 +95,7 @@ def _check_valid(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -
                  action=f"resume the errored trials ({missing} short of {c.expected}); do not register a partial")
 
 
-def _check_duplicates(exp: Experiment, policy: Policy, on_disk: Census) -> Check:
+def check_duplicates(exp: Experiment, policy: Policy, on_disk: Census) -> Check:
     title = "No duplicates"
     c = exp.counts
     n_rep = exp.n_rep or policy.default_n_rep
@@ -122,7 +116,7 @@ def _check_duplicates(exp: Experiment, policy: Policy, on_disk: Census) -> Check
                  action="dedupe (score-blind) before anything else, then re-audit", remediation="dedupe")
 
 
-def _check_error_gate(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -> tuple[Check, float | None]:
+def check_error_gate(exp: Experiment, policy: Policy, kept: Census, deduped: bool) -> tuple[Check, float | None]:
     title = "Error gate"
     n_finished = kept.counts.total
     if not n_finished:
@@ -142,7 +136,7 @@ def _check_error_gate(exp: Experiment, policy: Policy, kept: Census, deduped: bo
     return Check(id="error_gate", title=title, status=PASS, evidence=ev), frac
 
 
-def _check_model(exp: Experiment) -> Check:
+def check_model(exp: Experiment) -> Check:
     title = "Model name"
     bare = _bare_model(exp.model)
     if not exp.model:
@@ -157,7 +151,7 @@ def _check_model(exp: Experiment) -> Check:
     return Check(id="model_name", title=title, status=PASS, evidence=repr(exp.model))
 
 
-def _check_benchmark(exp: Experiment) -> Check:
+def check_benchmark(exp: Experiment) -> Check:
     title = "Benchmark name"
     if not exp.benchmark:
         return Check(id="benchmark_name", title=title, status=WARN, evidence="no benchmark name found",
@@ -171,95 +165,3 @@ def _check_benchmark(exp: Experiment) -> Check:
     return Check(id="benchmark_name", title=title, status=PASS, evidence=repr(exp.benchmark))
 
 
-def bias_notes(exp: Experiment, kept: Census) -> list[str]:
-    notes: list[str] = []
-    n_rewards = kept.counts.valid
-    if kept.no_verifier:
-        mean_drop = kept.reward_sum / n_rewards if n_rewards else 0.0
-        mean_zero = kept.reward_sum / (n_rewards + kept.no_verifier)
-        notes.append(
-            f"{kept.no_verifier} trial(s) have no reward because the verifier never ran "
-            "(VerificationNotCompleted / AgentTimeout without a reward): the true score is ≈ 0 for them. "
-            f"Harbor's mean drops them ({mean_drop:.3f}, biased up); the leaderboard counts them as 0 "
-            f"({mean_zero:.3f}). Resume them on a healthy sandbox to recover real passes."
-        )
-    if kept.infra:
-        n_infra = sum(kept.infra.values())
-        kinds = ", ".join(f"{k} ×{v}" for k, v in kept.infra.most_common(3))
-        notes.append(
-            f"{n_infra} infra error(s) ({kinds}): uncorrelated with "
-            "solvability, so dropping them is ~unbiased; re-run for completeness, never impute 0."
-        )
-    if kept.timeout_scored:
-        notes.append(f"{kept.timeout_scored} AgentTimeoutError trial(s) carry a reward: valid 0s, not errors — "
-                     "do not filter or re-run them.")
-    for p in exp.problems:
-        notes.append(f"read problem: {p}")
-    return notes
-
-
-def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetime | None = None) -> AuditReport:
-    policy = policy or Policy()
-    now = now or datetime.now(UTC)
-    n_rep = exp.n_rep or policy.default_n_rep
-    on_disk: Census | None = exp._census
-    if on_disk is None or on_disk.benign != frozenset(policy.benign_exceptions):
-        on_disk = take_census(exp.trials, policy)
-    dup = _check_duplicates(exp, policy, on_disk)
-    deduped = dup.status == FAIL
-    kept = take_census(select_keep(exp.trials, n_rep)[0], policy) if deduped else on_disk
-    finished = _check_finished(exp)
-    score = _check_score(exp, kept.counts.valid)
-    valid = _check_valid(exp, policy, kept, deduped)
-    gate, err_frac = _check_error_gate(exp, policy, kept, deduped)
-    checks = [
-        finished,
-        score,
-        Check(id="traces", title="Traces uploaded and linked", status=SKIP, evidence="no leaderboard configured"),
-        valid,
-        dup,
-        gate,
-        _check_model(exp),
-        _check_benchmark(exp),
-        Check(id="stale_rows", title="Stale leaderboard rows", status=SKIP, evidence="no leaderboard configured"),
-    ]
-    verdict: Verdict
-    if finished.status == FAIL:
-        verdict = "investigate"
-    elif finished.status == WARN:
-        verdict = "wait"
-    elif deduped:
-        verdict = "dedupe"
-    elif score.status == FAIL and "never reached" in score.evidence:
-        verdict = "rerun"
-    elif valid.status == FAIL or gate.status == FAIL:
-        verdict = "resume"
-    elif score.status == FAIL or valid.status == WARN:
-        verdict = "investigate"
-    else:
-        verdict = "finalize"
-    notes = bias_notes(exp, kept)
-    if verdict == "resume":
-        notes.insert(0, "Below 90% valid or over the error gate: resume, never register; if a partial row was "
-                     "already registered, de-register that one row.")
-    c = exp.counts
-    return AuditReport(
-        id=exp.id,
-        source=exp.source,
-        path=exp.path,
-        state=exp.state,
-        state_raw=exp.state_raw,
-        model=exp.model,
-        benchmark=exp.benchmark,
-        score=exp.score,
-        trials={
-            "total": c.total, "valid": c.valid, "errored": c.errored, "running": c.running,
-            "expected": c.expected, "n_rep": c.n_rep, "max_attempts_per_task": c.max_attempts_per_task,
-        },
-        valid_fraction=(c.valid / c.expected) if c.expected else None,
-        # the gate's own figure: after dedupe when the job still needs it (DESIGN 3, check 6)
-        error_fraction=err_frac,
-        checks=checks,
-        verdict=verdict,
-        notes=notes,
-    )

@@ -11,9 +11,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from services.core.models import Trial, TrialCounts, TrialStatus
+from services.core.models import NO_REWARD_NOR_EXCEPTION, Trial, TrialCounts, TrialStatus
 from services.core.policy import Policy
-from services.harbor.files import NO_REWARD_NOR_EXCEPTION
 
 _INFRA = ("sandbox_failed", "model_provider_failed")
 

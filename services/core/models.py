@@ -8,6 +8,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+# the parse note of a trial that ended with neither a reward nor an exception: errored, but
+# not "unreadable" (its result.json parsed fine)
+NO_REWARD_NOR_EXCEPTION = "result.json has neither a reward nor an exception"
+
 
 class State(StrEnum):
     """The normalised state vocabulary; each source keeps its own word in `state_raw`."""
@@ -121,6 +125,11 @@ class Experiment(BaseModel):
     @property
     def expected(self) -> int | None:
         return self.counts.expected
+
+
+def experiment_key(exp: Experiment) -> str:
+    """How the console names an experiment across sources: `source label::experiment id`."""
+    return f"{exp.source_label}::{exp.id}"
 
 
 class SourceError(BaseModel):

@@ -66,7 +66,7 @@ def open_source(spec: str, config: Config) -> Source:
             policy=config.policy,
             label=spec,
         )
-    from services.harbor.scan import HarborSource
+    from services.harbor.source import HarborSource
 
     return HarborSource(spec, policy=config.policy)
 

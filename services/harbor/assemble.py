@@ -10,36 +10,18 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from services.core.attempts import earliest_key
 from services.core.census import take_census
 from services.core.models import Experiment, State, Trial
 from services.core.policy import Policy
 from services.harbor.files import JobConfigFile, JobResultFile
 
-_FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
 _M = TypeVar("_M", bound=BaseModel)
-
-
-def as_utc(dt: datetime | None) -> datetime | None:
-    """Harbor writes trial times UTC-aware and job times naive local; compare them as UTC."""
-    if dt is None:
-        return None
-    if dt.tzinfo is None:
-        return dt.astimezone(UTC)
-    return dt.astimezone(UTC)
-
-
-def earliest_key(t: Trial) -> tuple[datetime, str]:
-    st = t.started_at
-    if st is None:
-        return (_FAR_FUTURE, t.trial_name)
-    # aware datetimes order correctly whatever their zone; only naive ones need converting
-    return (st if st.tzinfo is not None else st.astimezone(UTC), t.trial_name)
 
 
 def _set(t: Trial, name: str, value: object) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from services.core.models import Trial, TrialStatus
+from services.core.models import NO_REWARD_NOR_EXCEPTION, Trial, TrialStatus
 from services.core.policy import failure_class
 
 _LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
@@ -171,7 +171,6 @@ class TrialConfigFile(_Lenient):
     agent: AgentConfig | None = None
 
 
-NO_REWARD_NOR_EXCEPTION = "result.json has neither a reward nor an exception"
 
 
 # pydantic keeps a set of the explicitly set field names on every instance: ~2.2 KB per

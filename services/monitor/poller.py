@@ -15,7 +15,8 @@ from datetime import datetime
 
 from services.core.models import Snapshot
 from services.core.source import Source, SourceUnavailable
-from services.monitor.state import Clock, utc_now
+from services.core.times import utc_now
+from services.monitor.state import Clock
 
 SnapshotHandler = Callable[[Snapshot], Awaitable[None] | None]
 ErrorHandler = Callable[[str], Awaitable[None] | None]

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, Field
 
+from services.core.attempts import select_keep
 from services.core.journal import Journal, current_user
-from services.core.models import Experiment, State, Trial, TrialStatus
+from services.core.models import Experiment, State
 from services.core.policy import Policy
-from services.harbor.assemble import earliest_key
 from services.harbor.stats import job_stats
 from services.transport.fs import JobFS
 
@@ -79,34 +78,6 @@ class DedupePlan(BaseModel):
             "id": self.id, "before": self.before, "after": self.after, "remove": self.remove,
             "keep": self.keep, "copies": self.copies, "applied": self.applied, "quarantine": self.quarantine,
         }
-
-
-def select_keep(trials: list[Trial], n_rep: int) -> tuple[list[Trial], list[tuple[Trial, str]], list[Trial]]:
-    """Return (kept, [(surplus, reason)], copies). Pure; never looks at the reward's value."""
-    copies = [t for t in trials if t.copy_of is not None]
-    by_task: dict[str, list[Trial]] = defaultdict(list)
-    for t in trials:
-        if t.copy_of is None:
-            by_task[t.task_name].append(t)
-    kept: list[Trial] = []
-    surplus: list[tuple[Trial, str]] = []
-    for task in sorted(by_task):
-        attempts = sorted(by_task[task], key=earliest_key)
-        scored = [t for t in attempts if t.status == TrialStatus.valid]
-        unscored = [t for t in attempts if t.status != TrialStatus.valid]
-        keep = scored[:n_rep]
-        keep += unscored[: max(0, n_rep - len(keep))]
-        keep_ids = {id(t) for t in keep}
-        kept.extend(keep)
-        for t in attempts:
-            if id(t) not in keep_ids:
-                why = (
-                    f"task {task} has {len(attempts)} attempts; "
-                    + ("a later scored attempt" if t.status == TrialStatus.valid else "an unscored attempt")
-                    + f" beyond n_rep={n_rep}"
-                )
-                surplus.append((t, why))
-    return kept, surplus, copies
 
 
 def plan_dedupe(exp: Experiment, policy: Policy | None = None) -> DedupePlan:

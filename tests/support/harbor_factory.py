@@ -349,7 +349,7 @@ def scan(path: Path | str, policy: Any = None) -> Any:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
-    from services.harbor.scan import HarborSource
+    from services.harbor.source import HarborSource
 
     src = HarborSource(path, policy)
     try:

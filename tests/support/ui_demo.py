@@ -20,7 +20,7 @@ from textual.worker import WorkerFailed
 from services.core.config import Config
 from services.core.source import Source
 from services.harbor.demo import DEMO_NOW, write_demo
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from tui.app import EvaldeskApp
 
 FIXED_NOW: datetime = DEMO_NOW + timedelta(minutes=5)

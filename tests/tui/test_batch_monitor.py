@@ -13,7 +13,7 @@ from services.core.baselines import Baseline
 from services.core.models import Snapshot
 from services.core.policy import Policy
 from services.core.source import ProgressFn
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from services.transport.fs import JobFS
 from tests.support.playback import JobPlayback, Script
 from tui.batch_monitor import run_monitor

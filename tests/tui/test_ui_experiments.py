@@ -216,7 +216,7 @@ class BrokenSource:
 async def test_a_failing_scan_is_a_notice_and_a_log_entry(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    from services.harbor.scan import HarborSource
+    from services.harbor.source import HarborSource
 
     good = HarborSource(shared_demo(tmp_path_factory), label="demo")
     app = make_demo_app(tmp_path, tmp_path, sources=[BrokenSource(), good])  # type: ignore[list-item]
@@ -306,7 +306,7 @@ class GatedSource:
 async def test_scan_progress_shows_in_the_header_and_the_table_stays_usable(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    from services.harbor.scan import HarborSource
+    from services.harbor.source import HarborSource
     from tui.chrome import ConsoleHeader
 
     gated = GatedSource(HarborSource(shared_demo(tmp_path_factory), label="gated"))
@@ -333,7 +333,7 @@ async def test_scan_progress_shows_in_the_header_and_the_table_stays_usable(
 
 async def test_keys_from_the_config_remap_a_binding(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     from services.core.config import Config
-    from services.harbor.scan import HarborSource
+    from services.harbor.source import HarborSource
     from tests.support.ui_demo import FIXED_NOW, shared_demo
     from tui.app import EvaldeskApp
 

@@ -14,7 +14,7 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from services.core.config import Config, data_dir
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from tui.app import EvaldeskApp
 from tui.screens.experiments import ExperimentsScreen
 from tui.screens.monitor import MonitorScreen

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.core.config import Config
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from tests.support.ui_demo import DEV_SET, copy_job, settle, use_utc
 from tui.app import EvaldeskApp
 from tui.chrome import ConsoleHeader

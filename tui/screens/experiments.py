@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from services.core.models import AuditReport, Experiment, State
-from services.harbor.assemble import as_utc
+from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
 from tui.chrome import ConsoleHeader, bar
 from tui.messages import SnapshotUpdated

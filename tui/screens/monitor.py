@@ -20,17 +20,11 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from services.monitor.state import (
-    RULE_TITLES,
-    ExperimentSeries,
-    MonitorState,
-    MonitorWarning,
-    Reading,
-    experiment_key,
-    fmt_duration,
-    utc_now,
-    wilson_interval,
-)
+from services.core.models import experiment_key
+from services.core.times import fmt_duration, utc_now
+from services.monitor.figures import Reading, wilson_interval
+from services.monitor.rules import RULE_TITLES, MonitorWarning
+from services.monitor.state import ExperimentSeries, MonitorState
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.messages import PollingChanged, SnapshotUpdated

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from services.audit.checks import audit_experiment
+from services.audit.verdict import audit_experiment
 from services.core.models import AuditReport, CheckStatus, Experiment
 from services.core.policy import Policy
 from tests.support.harbor_factory import T0, JobBuilder, healthy_job, scan_one, tasks

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.audit.checks import audit_experiment
+from services.audit.verdict import audit_experiment
 from services.core.config import ConfigError, default_config_path, load_config
 from tests.support.harbor_factory import JobBuilder, scan_one, tasks
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.audit.checks import audit_experiment
+from services.audit.verdict import audit_experiment
 from services.core.models import TrialStatus
 from services.harbor.files import parse_trial
 from tests.support.harbor_factory import JobBuilder, healthy_job, scan_one

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
 from services.transport.ssh import SSHPool
 from tests.services.harbor.test_source import WEIRD

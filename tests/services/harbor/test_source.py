@@ -289,7 +289,7 @@ def test_trial_dir_name_is_harbors(tmp_path: Path) -> None:
 # -- incremental scans ----------------------------------------------------------------------
 
 async def test_rescan_reads_only_what_changed(tmp_path: Path) -> None:
-    from services.harbor.scan import HarborSource
+    from services.harbor.source import HarborSource
 
     job = JobBuilder(tmp_path, n_attempts=1, finished=False, n_total_trials=45)
     for i, task in enumerate(tasks(40)):

@@ -15,7 +15,7 @@ from services.core.models import Experiment, Snapshot
 from services.core.registry import open_source, sources_from_config
 from services.core.source import SourceUnavailable
 from services.harbor.demo import write_demo
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource, parse_ssh_url
 from services.transport.ssh import HostSpec, SSHPool
 from tests.support.ssh_server import SSHD, InProcessSSHServer, OpenSSHServer, write_known_hosts

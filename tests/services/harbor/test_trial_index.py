@@ -93,7 +93,7 @@ def test_an_incremental_rescan_equals_a_fresh_scan(tmp_path_factory: pytest.Temp
     import os
     import shutil
 
-    from services.harbor.scan import HarborSource
+    from services.harbor.source import HarborSource
     from tests.support.ui_demo import DEV_SET, copy_job
 
     jobs = copy_job(tmp_path_factory, tmp_path)

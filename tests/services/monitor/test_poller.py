@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.core.models import Snapshot
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from services.monitor.poller import Poller, default_interval
 from tests.support.playback import T0, JobPlayback
 

@@ -9,16 +9,12 @@ import pytest
 
 from services.core.baselines import Baseline, BaselineError, load_baseline, pick_baseline
 from services.core.policy import MonitorThresholds, Policy
-from services.harbor.scan import HarborSource
-from services.monitor.state import (
-    MonitorState,
-    MonitorWarning,
-    Sample,
-    fmt_duration,
-    last_line,
-    probe_snapshot,
-    wilson_interval,
-)
+from services.core.times import fmt_duration
+from services.harbor.source import HarborSource
+from services.monitor.activity import last_line, probe_snapshot
+from services.monitor.figures import Sample, wilson_interval
+from services.monitor.rules import MonitorWarning
+from services.monitor.state import MonitorState
 from tests.support.playback import JobPlayback
 
 TASKS = [f"task-{i:02d}" for i in range(40)]

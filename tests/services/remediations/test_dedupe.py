@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from services.core.attempts import select_keep
 from services.core.journal import Journal
 from services.core.policy import Policy
-from services.remediations.dedupe import DedupeError, apply_dedupe, plan_dedupe, select_keep, undo_dedupe
+from services.remediations.dedupe import DedupeError, apply_dedupe, plan_dedupe, undo_dedupe
 from services.transport.fs import LocalFS
 from tests.services.harbor.test_source import WEIRD
 from tests.support.harbor_factory import T0, JobBuilder, scan_one, tasks, tree
@@ -221,7 +222,7 @@ async def test_hostile_names_survive_moves_and_undo(tmp_path: Path) -> None:
 
 
 async def test_dedupe_leaves_a_job_the_audit_passes(tmp_path: Path) -> None:
-    from services.audit.checks import audit_experiment
+    from services.audit.verdict import audit_experiment
 
     d = duplicated_job(tmp_path).write()
     exp = scan_one(d)

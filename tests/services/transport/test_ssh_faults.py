@@ -11,7 +11,7 @@ import pytest
 
 from services.core.models import Snapshot
 from services.core.source import SourceUnavailable
-from services.harbor.scan import HarborSource
+from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
 from services.transport.ssh import SSHPool
 from tests.support.ssh_server import InProcessSSHServer
