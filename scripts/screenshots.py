@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 from textual.worker import WorkerFailed  # noqa: E402
 
 from services.core.config import Config  # noqa: E402
-from services.harbor.demo import DEMO_NOW, write_demo  # noqa: E402
+from services.core.times import DEMO_NOW  # noqa: E402
+from services.harbor.demo import write_demo  # noqa: E402
 from services.harbor.source import HarborSource  # noqa: E402
 from tui.app import EvaldeskApp  # noqa: E402
 

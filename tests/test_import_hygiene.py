@@ -41,3 +41,67 @@ def test_cli_batch_run_does_not_import_textual(tmp_path: Path) -> None:
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert p.stderr.strip().splitlines()[-1] == "False 1", p.stderr
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every project module → the project modules it imports, type-checking imports included."""
+    import ast
+
+    mods: dict[str, Path] = {}
+    for pkg in ("services", "tui", "widgets"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            rel = path.relative_to(ROOT).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            mods[".".join(parts)] = path
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                if name in mods and name != mod:
+                    graph[mod].add(name)
+    return graph
+
+
+def test_no_import_cycles_type_level_included() -> None:
+    graph = _import_graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycle = [*stack[stack.index(n):], n]
+                raise AssertionError("import cycle: " + " → ".join(cycle))
+            if n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_console_and_batch_reach_backends_only_through_the_registry() -> None:
+    from services.core.registry import BACKENDS
+
+    backend_pkgs = {module.rsplit(".", 1)[0] for _, module in BACKENDS}
+    graph = _import_graph()
+    leaks = sorted(
+        f"{m} imports {n}"
+        for m, deps in graph.items() if m.startswith(("tui", "widgets"))
+        for n in deps if any(n == p or n.startswith(p + ".") for p in backend_pkgs)
+    )
+    assert leaks == []
+
+
+def test_screens_do_not_import_the_app() -> None:
+    graph = _import_graph()
+    assert [m for m, deps in graph.items() if "tui.app" in deps and m != "tui.cli"] == []

@@ -33,10 +33,15 @@ from services.core.source import Source
 from services.monitor.activity import probe_snapshot
 from services.monitor.state import MonitorState
 from tui.actions import GLOBAL, bindings_for
+from tui.context import LogEntry
 from tui.messages import (
     ChromeChanged,
+    ClearLog,
+    Notice,
+    OpenView,
     PlanReady,
     PollingChanged,
+    RequestPlan,
     ScanFinished,
     ScanProgress,
     SnapshotUpdated,
@@ -52,15 +57,6 @@ LOG_LIMIT = 500
 
 
 @dataclass
-class LogEntry:
-    at: datetime
-    level: str  # error | warning | information
-    where: str
-    message: str
-    detail: str = ""
-
-
-@dataclass
 class PendingWrite:
     """A write the user was asked to confirm; kept so the dialog's answer finds it."""
 
@@ -70,79 +66,16 @@ class PendingWrite:
     lines: list[str] = field(default_factory=list)
 
 
-def _short_label(src: Source, spec: str) -> None:
-    """A local folder is labelled by its name: the header and row keys stay short."""
-    if "://" in spec:
-        return
-    name = Path(spec).expanduser().resolve().name
-    if name:
-        with contextlib.suppress(AttributeError):
-            src.label = name
-
-
-def _open_one(spec: str, config: Config, label: str | None = None) -> Source:
-    from services.core.registry import open_source
-    from services.core.source import SourceUnavailable
-
-    if "://" not in spec and not Path(spec).expanduser().exists():
-        raise SourceUnavailable(spec, "no such file or directory")
-    src = open_source(spec, config)
-    if label:
-        with contextlib.suppress(AttributeError):
-            src.label = label
-    else:
-        _short_label(src, spec)
-    return src
-
-
-def _unique_labels(sources: list[Source]) -> None:
-    seen: dict[str, int] = {}
-    for src in sources:
-        base = src.label
-        if base in seen:
-            seen[base] += 1
-            with contextlib.suppress(AttributeError):
-                src.label = f"{base}#{seen[base]}"
-        else:
-            seen[base] = 1
-
-
-def open_sources(specs: list[str], config: Config) -> tuple[list[Source], list[str]]:
-    """Sources from CLI specs, else from the config; errors come back as one line each."""
-    sources: list[Source] = []
-    errors: list[str] = []
-    wanted: list[tuple[str, str | None]] = [(s, None) for s in specs]
-    if not specs:
-        wanted = [(s.path, s.name) for s in config.sources]
-    for spec, name in wanted:
-        try:
-            sources.append(_open_one(spec, config, name))
-        except Exception as exc:  # a bad spec must not stop the others from opening
-            errors.append(f"{spec}: {getattr(exc, 'message', None) or exc}")
-    if not specs:
-        from services.core.registry import source_for_host
-
-        for host in config.hosts:
-            if not host.paths:
-                continue
-            try:
-                sources.append(source_for_host(host, config))
-            except Exception as exc:
-                errors.append(f"{host.name}: {getattr(exc, 'message', None) or exc}")
-    _unique_labels(sources)
-    return sources, errors
-
-
-def demo_source(config: Config, root: Path | None = None) -> Source:
-    """The bundled demo jobs, written on first use so a first run shows something real."""
-    from services.harbor.demo import write_demo
-    from services.harbor.source import HarborSource
+def demo_sources(config: Config, root: Path | None = None) -> list[Source]:
+    """The bundled demo data, written on first use so a first run shows something real."""
+    from services.core.registry import demo_sources as opened
+    from services.core.registry import write_demo
 
     root = root or data_dir() / "demo"
     if not root.exists() or not any(root.iterdir()):
         # dated now, so the running job in the demo looks live on the monitor
         write_demo(root, now=datetime.now(UTC))
-    return HarborSource(root, config.policy, label=DEMO_LABEL)
+    return opened(config, root, DEMO_LABEL)
 
 
 def _reason(err: object) -> str:
@@ -579,7 +512,39 @@ class EvaldeskApp(App[int]):
             raise
         self._push_safely(lambda: MonitorScreen(keys=keys), "monitor")
 
+    @on(OpenView)
+    def _on_open_view(self, message: OpenView) -> None:
+        if message.view == "monitor":
+            self.open_monitor(message.keys)
+        elif not message.keys:
+            self.record("warning", message.view, "no experiment selected")
+        elif message.view == "trials":
+            self.open_trials(message.keys[0])
+        elif message.view == "audit":
+            self.open_audit(message.keys[0])
+        elif message.view == "log":
+            self.action_show_log()
+
+    @on(Notice)
+    def _on_notice(self, message: Notice) -> None:
+        self.record(message.level, message.where, message.message, notify=message.notify)
+
+    @on(ClearLog)
+    def _on_clear_log(self) -> None:
+        self.event_log.clear()
+        self.error_count = 0
+        self._chrome_changed()
+
     # ---- writes: plan → confirm → apply → re-scan -------------------------------------
+
+    @on(RequestPlan)
+    def _on_request_plan(self, message: RequestPlan) -> None:
+        if message.action == "dedupe":
+            self.request_dedupe(message.key)
+        elif message.action == "undo-dedupe":
+            self.request_undo(message.key)
+        else:
+            self.record("warning", message.action, f"no remediation called {message.action!r}")
 
     def request_dedupe(self, key: str) -> None:
         exp = self.experiment(key)
@@ -703,14 +668,16 @@ class EvaldeskApp(App[int]):
 
 def run_app(sources: list[str], config: Config, read_only: bool) -> int:
     """Entry point for the interactive console; returns the process exit code."""
-    opened, errors = open_sources(sources, config)
+    from services.core.registry import open_all
+
+    opened, errors = open_all(sources, config)
     if sources and not opened:
         for err in errors:
             print(f"evaldesk: {err}", file=sys.stderr)
         return 2
     if not opened and not errors:
         try:
-            opened = [demo_source(config)]
+            opened = demo_sources(config)
         except OSError as exc:
             print(f"evaldesk: cannot write the demo data: {exc}", file=sys.stderr)
             return 2

@@ -30,7 +30,7 @@ from services.core.models import (
     Trial,
     TrialStatus,
 )
-from services.core.registry import open_source
+from services.core.registry import open_source, open_sources
 from services.core.source import Source, SourceUnavailable
 from services.remediations.dedupe import DedupeError, apply_dedupe, plan_dedupe, undo_dedupe
 
@@ -82,7 +82,7 @@ def trial_json(exp: Experiment, t: Trial) -> dict[str, Any]:
 
 
 async def _scan_all(specs: list[str], config: Config, progress: Progress) -> tuple[list[Snapshot], list[Source]]:
-    sources = [open_source(s, config) for s in specs]
+    sources = [src for s in specs for src in open_sources(s, config)]
     snaps = []
     for src in sources:
         progress(0, None, f"scanning {src.label}")
@@ -133,6 +133,9 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
         return asyncio.run(_run(args, config, fmt, progress, console, out, err))
     except SourceUnavailable as exc:
         err.write(f"evaldesk: cannot read {exc.where}: {exc.message}\n")
+        return EXIT_USAGE
+    except ValueError as exc:  # a malformed SOURCE URL
+        err.write(f"evaldesk: {exc}\n")
         return EXIT_USAGE
     except DedupeError as exc:
         err.write(f"evaldesk: {exc}\n")

@@ -131,7 +131,7 @@ def _iso_now(clock: Clock) -> str:
 
 def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
     """The `--batch monitor` entry: argparse namespace in, exit code out."""
-    from services.core.registry import open_source
+    from services.core.registry import open_sources
 
     err = sys.stderr
     if not args.sources:
@@ -146,9 +146,12 @@ def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
             return 2
     interval = args.interval if args.interval is not None else config.poll_interval_s
     try:
-        sources = [open_source(s, config) for s in args.sources]
+        sources = [src for s in args.sources for src in open_sources(s, config)]
     except SourceUnavailable as exc:
         err.write(f"evaldesk: cannot read {exc.where}: {exc.message}\n")
+        return 2
+    except ValueError as exc:
+        err.write(f"evaldesk: {exc}\n")
         return 2
 
     async def main() -> int:

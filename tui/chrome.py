@@ -3,13 +3,10 @@ last read, whether writes are off, and the progress of scans under way."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from rich.text import Text
 from textual.widget import Widget
 
-if TYPE_CHECKING:
-    from tui.app import EvaldeskApp
+from tui.context import console
 
 
 def bar(done: int, total: int | None, width: int) -> str:
@@ -34,7 +31,7 @@ class ConsoleHeader(Widget):
         self.title = title
 
     def render(self) -> Text:
-        app = cast("EvaldeskApp", self.app)
+        app = console(self)
         width = self.size.width or 80
         text = Text.assemble((" evaldesk ", "bold reverse"), (f" {self.title} ", "bold"))
         labels = [s.label for s in app.sources] or ["no sources"]

@@ -53,11 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _demo(argv: list[str]) -> int:
+    from pathlib import Path
+
     from services.core.config import data_dir
-    from services.harbor.demo import write_demo
+    from services.core.registry import write_demo
+    from services.core.times import DEMO_NOW
 
     target = argv[0] if argv else str(data_dir() / "demo")
-    paths = write_demo(target)
+    paths = write_demo(Path(target), DEMO_NOW)
     print(f"wrote {len(paths)} demo job dirs to {target}")
     print(f"try: evaldesk {target}   or   evaldesk --batch audit {target}")
     return 0

@@ -70,3 +70,37 @@ class WriteDone(Message):
 
 class PollingChanged(Message):
     """Polling was paused or resumed, or a source started or stopped failing."""
+
+
+class OpenView(Message):
+    """A screen asks the App to open a view (`trials`, `audit`, `monitor`, `log`) of experiments."""
+
+    def __init__(self, view: str, keys: list[str]) -> None:
+        super().__init__()
+        self.view = view
+        self.keys = keys
+
+
+class RequestPlan(Message):
+    """A screen asks the App for the dry run of a write (`dedupe`, `undo-dedupe`, …) on one
+    experiment; the App answers with the confirmation dialog."""
+
+    def __init__(self, action: str, key: str) -> None:
+        super().__init__()
+        self.action = action
+        self.key = key
+
+
+class Notice(Message):
+    """A screen has something for the log of errors and notices (and a toast when `notify`)."""
+
+    def __init__(self, level: str, where: str, message: str, notify: bool = True) -> None:
+        super().__init__()
+        self.level = level
+        self.where = where
+        self.message = message
+        self.notify = notify
+
+
+class ClearLog(Message):
+    """The log of errors and notices is to be emptied."""

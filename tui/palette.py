@@ -5,21 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from services.core.models import experiment_key
 from tui.actions import GLOBAL, actions_for
-
-if TYPE_CHECKING:
-    from tui.app import EvaldeskApp
+from tui.context import console
+from tui.messages import OpenView
 
 
 class EvaldeskCommands(Provider):
     def _commands(self) -> Iterator[tuple[str, Callable[[], Any], str]]:
         screen = self.screen
         scope = getattr(screen, "SCREEN_ID", GLOBAL)
-        app = cast("EvaldeskApp", self.app)
+        app = self.app
+        state = console(app)
         keymap = getattr(app, "keymap", {})
         for spec in actions_for(scope):
             if not spec.palette or spec.action == "command_palette":
@@ -28,9 +29,9 @@ class EvaldeskCommands(Provider):
             name = f"{spec.long} ({spec.display_key(keymap)})"
             yield name, partial(app.run_action, spec.action, target), spec.id
         if scope == "experiments":
-            for exp in app.experiments():
-                key = f"{exp.source_label}::{exp.id}"
-                yield f"audit {exp.id}", partial(app.open_audit, key), f"open the audit of {exp.source_label}"
+            for exp in state.experiments():
+                message = OpenView("audit", [experiment_key(exp)])
+                yield f"audit {exp.id}", partial(app.post_message, message), f"open the audit of {exp.source_label}"
 
     async def discover(self) -> Hits:
         for name, run, help_text in self._commands():

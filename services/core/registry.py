@@ -1,85 +1,164 @@
-"""Sources of experiments; `open_source` turns a command-line SOURCE or config entry into one."""
+"""Where sources come from: one registry of backends, keyed by URL scheme and config section.
+
+The console and the batch commands never import a backend by name; they hand a SOURCE (a
+path or a URL) or the config to this module. A backend is a folder under `services/` with a
+`backend.py` module that provides what `Backend` lists; adding one is that folder plus one
+line in `BACKENDS`.
+"""
 
 from __future__ import annotations
 
-from services.core.config import Config, HostConfig
+import importlib
+import os
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Protocol, cast
+
+from services.core.config import Config
 from services.core.source import Source, SourceUnavailable
 
-__all__ = ["Source", "SourceUnavailable", "open_source", "source_for_host", "sources_from_config"]
+# (name, module). The first is the embedded default: it opens any local path nothing else claims.
+BACKENDS: tuple[tuple[str, str], ...] = (
+    ("harbor", "services.harbor.backend"),
+)
 
 
-def _host_config_for(host: str, config: Config) -> HostConfig | None:
-    for hc in config.hosts:
-        if host in (hc.host, hc.name):
-            return hc
-    return None
+class Backend(Protocol):
+    """What a backend module provides (a module satisfies a Protocol by its names)."""
+
+    NAME: str
+    SCHEMES: tuple[str, ...]
+
+    def open_url(self, spec: str, config: Config) -> Source:
+        """A source for `scheme://…`; raises ValueError for a malformed URL."""
+        ...
+
+    def open_path(self, path: str, config: Config) -> Source:
+        """A source over a local path, whether or not it holds anything yet."""
+        ...
+
+    def find_local(self, path: str, config: Config) -> list[Source]:
+        """The sources this backend sees in a local folder (the folder itself or children)."""
+        ...
+
+    def configured(self, config: Config) -> list[Source]:
+        """The sources its own config section describes."""
+        ...
+
+    def write_demo(self, root: Path, now: datetime) -> list[Path]:
+        """Write this backend's demo data under `root`; the paths written."""
+        ...
 
 
-def source_for_host(hc: HostConfig, config: Config, paths: list[str] | None = None) -> Source:
-    from services.harbor.ssh_source import SSHHarborSource
-    from services.transport.ssh import HostSpec
+@cache
+def backends() -> tuple[Backend, ...]:
+    return tuple(cast(Backend, importlib.import_module(module)) for _, module in BACKENDS)
 
-    spec = HostSpec(
-        host=hc.host,
-        user=hc.user,
-        port=hc.port,
-        proxy_jump=hc.proxy_jump,
-        identity_file=hc.identity_file,
-        known_hosts=hc.known_hosts,
-        insecure_no_host_key_check=hc.insecure_no_host_key_check,
-        ssh_config=config.ssh_config,
-    )
-    use = paths if paths is not None else hc.paths
-    return SSHHarborSource(
-        spec,
-        use,
-        policy=config.policy,
-        label=f"{hc.name}:{','.join(use)}",
-        python=hc.python,
-        timeout_s=hc.scan_timeout_s,
-        slurm_job_id_key=hc.slurm_job_id_key,
-        slurm_job_ids=hc.slurm_job_ids,
-    )
+
+def backend(name: str) -> Backend:
+    for b in backends():
+        if name == b.NAME:
+            return b
+    raise KeyError(f"no backend {name!r}")
+
+
+def scheme_of(spec: str) -> str | None:
+    head, sep, _ = spec.partition("://")
+    return head.lower() if sep and head and "/" not in head else None
+
+
+def open_sources(spec: str, config: Config) -> list[Source]:
+    """Every source a command-line SOURCE names: a URL opens one; a local folder may hold
+    several kinds (Harbor job dirs beside csbench results …), one source per kind.
+
+    Raises SourceUnavailable for a missing path or an unknown scheme, ValueError for a
+    malformed URL.
+    """
+    scheme = scheme_of(spec)
+    if scheme is not None and scheme != "file":
+        for b in backends():
+            if scheme in b.SCHEMES:
+                return [b.open_url(spec, config)]
+        known = sorted({s for b in backends() for s in b.SCHEMES})
+        raise SourceUnavailable(spec, f"unknown scheme {scheme}:// (evaldesk reads {', '.join(known)} and paths)")
+    path = spec[len("file://"):] if scheme == "file" else spec
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.exists(path):
+        raise SourceUnavailable(spec, "no such file or directory")
+    found: list[Source] = []
+    for b in backends():
+        try:
+            found += b.find_local(path, config)
+        except PermissionError as exc:
+            raise SourceUnavailable(spec, f"permission denied: {exc.filename or path}") from None
+    # nothing recognised: the default backend opens it anyway and says what it did not find
+    return found or [backends()[0].open_path(path, config)]
 
 
 def open_source(spec: str, config: Config) -> Source:
-    """A local path → HarborSource; `ssh://[user@]host[:port]/path` → the SSH source.
-
-    An ssh:// host that matches a `[[hosts]]` entry (by `host` or `name`) takes that entry's
-    settings (identity, known_hosts, jump host, SLURM keys); the URL's user and port win.
-    Raises ValueError for a malformed URL.
-    """
-    if spec.startswith("ssh://"):
-        from services.harbor.ssh_source import SSHHarborSource, parse_ssh_url
-        from services.transport.ssh import HostSpec
-
-        host_spec, path = parse_ssh_url(spec)
-        hc = _host_config_for(host_spec.host, config)
-        if hc is not None:
-            merged = hc.model_copy(
-                update={"user": host_spec.user or hc.user, "port": host_spec.port or hc.port}
-            )
-            return source_for_host(merged, config, [path])
-        return SSHHarborSource(
-            HostSpec(host=host_spec.host, user=host_spec.user, port=host_spec.port, ssh_config=config.ssh_config),
-            [path],
-            policy=config.policy,
-            label=spec,
-        )
-    from services.harbor.source import HarborSource
-
-    return HarborSource(spec, policy=config.policy)
+    """The one source a SOURCE names (the first, when a folder holds several kinds)."""
+    return open_sources(spec, config)[0]
 
 
-def sources_from_config(config: Config) -> list[Source]:
-    """One source per `[[sources]]` entry and one per `[[hosts]]` entry that lists paths."""
-    out: list[Source] = []
-    for sc in config.sources:
-        src = open_source(sc.path, config)
-        if sc.name:
-            src.label = sc.name
-        out.append(src)
-    for hc in config.hosts:
-        if hc.paths:
-            out.append(source_for_host(hc, config))
-    return out
+def _label(sources: list[Source], base: str) -> None:
+    """People read labels in the header and the row keys: a folder's name, the kind beside it
+    when one folder holds several kinds."""
+    for i, src in enumerate(sources):
+        src.label = base if i == 0 else f"{base}/{src.kind}"
+
+
+def _unique_labels(sources: list[Source]) -> None:
+    seen: dict[str, int] = {}
+    for src in sources:
+        base = src.label
+        if base in seen:
+            seen[base] += 1
+            src.label = f"{base}#{seen[base]}"
+        else:
+            seen[base] = 1
+
+
+def open_all(specs: list[str], config: Config) -> tuple[list[Source], list[str]]:
+    """Sources from command-line SOURCEs, else from the config (`[[sources]]` entries, then
+    each backend's own sections). A bad entry does not stop the others: its error comes back
+    as one line naming it."""
+    sources: list[Source] = []
+    errors: list[str] = []
+    wanted: list[tuple[str, str | None]] = [(s, None) for s in specs]
+    if not specs:
+        wanted = [(s.path, s.name) for s in config.sources]
+    for spec, name in wanted:
+        try:
+            opened = open_sources(spec, config)
+        except Exception as exc:
+            errors.append(f"{spec}: {getattr(exc, 'message', None) or exc}")
+            continue
+        if name:
+            _label(opened, name)
+        elif scheme_of(spec) is None:
+            _label(opened, Path(spec).expanduser().resolve().name or spec)
+        sources += opened
+    if not specs:
+        for b in backends():
+            try:
+                sources += b.configured(config)
+            except Exception as exc:
+                errors.append(f"{b.NAME}: {getattr(exc, 'message', None) or exc}")
+    _unique_labels(sources)
+    return sources, errors
+
+
+def write_demo(root: Path, now: datetime) -> list[Path]:
+    """Every backend's demo data, side by side in one folder that `open_sources` reads whole."""
+    written: list[Path] = []
+    for b in backends():
+        written += b.write_demo(root, now)
+    return written
+
+
+def demo_sources(config: Config, root: Path, label: str = "demo") -> list[Source]:
+    """The demo data's sources (the data must exist: see `write_demo`)."""
+    opened = open_sources(str(root), config)
+    _label(opened, label)
+    return opened

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
-from services.core.models import Snapshot
+from pydantic import BaseModel, Field
+
+from services.core.models import Experiment, Snapshot, Trial
 from services.transport.fs import JobFS
 
 
@@ -20,6 +22,29 @@ def no_progress(done: int, total: int | None, message: str) -> None:
     return None
 
 
+class TrialFile(NamedTuple):
+    """A file of a trial the log panel can open (digit keys 1…n, in order).
+
+    `rel` is relative to the trial's dir; one ending in "/" names a folder whose files the
+    same key cycles through.
+    """
+
+    kind: str
+    label: str
+    rel: str
+
+
+class TrialEvidence(BaseModel):
+    """What a source can tell about why one trial ended the way it did, read from its files."""
+
+    exception_type: str | None = None
+    exception_message: str | None = None
+    traceback: str | None = None
+    verifier_label: str = "verifier output"
+    verifier_excerpt: str | None = None
+    problems: list[str] = Field(default_factory=list, description="what could not be read, and why")
+
+
 @runtime_checkable
 class Source(Protocol):
     """A place experiments are read from.
@@ -32,11 +57,16 @@ class Source(Protocol):
 
     kind: str
     label: str
+    trial_files: tuple[TrialFile, ...]
 
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot: ...
 
     def fs(self) -> JobFS:
         """File access rooted where the experiments' `path` values point."""
+        ...
+
+    async def evidence(self, exp: Experiment, trial: Trial) -> TrialEvidence:
+        """The traceback, exception and verifier output of one trial; never raises for a bad file."""
         ...
 
     async def close(self) -> None: ...

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+# The clock of every backend's demo data: tests and screenshots show the same ages forever.
+DEMO_NOW = datetime(2026, 11, 20, 18, 0, 0, tzinfo=UTC)
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)

@@ -11,14 +11,13 @@ import os
 import random
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from services.core.times import DEMO_NOW
 from services.harbor.files import parse_trial
 from services.harbor.stats import eval_key, job_stats
-
-DEMO_NOW = datetime(2026, 11, 20, 18, 0, 0, tzinfo=UTC)
 
 _VERBS = ["fix", "build", "configure", "debug", "migrate", "optimize", "recover", "secure", "port", "profile"]
 _NOUNS = [

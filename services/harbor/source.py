@@ -7,9 +7,10 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from services.core.models import Experiment, Snapshot, SourceError
+from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.policy import Policy
-from services.core.source import ProgressFn, no_progress
+from services.core.source import ProgressFn, TrialEvidence, no_progress
+from services.harbor.evidence import TRIAL_FILES, read_evidence
 from services.harbor.scan import HarborScanner, find_job_dirs
 from services.transport.fs import JobFS, LocalFS
 
@@ -17,6 +18,7 @@ from services.transport.fs import JobFS, LocalFS
 class HarborSource:
     """One or more local paths, each a job dir or a folder of job dirs."""
 
+    trial_files = TRIAL_FILES
     kind = "harbor"
 
     def __init__(self, root: str | Path, policy: Policy | None = None, label: str | None = None) -> None:
@@ -25,6 +27,9 @@ class HarborSource:
         self.label = label or self.root
         self._scanners: dict[str, HarborScanner] = {}
         self._fs = LocalFS()
+
+    async def evidence(self, exp: Experiment, trial: Trial) -> TrialEvidence:
+        return await read_evidence(self.fs(), exp.path, trial)
 
     def fs(self) -> JobFS:
         return self._fs

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from urllib.parse import unquote, urlsplit
 
 import asyncssh
 
-from services.core.models import Experiment, Snapshot, SourceError
+from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.policy import Policy
-from services.core.source import ProgressFn, SourceUnavailable
+from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence
+from services.harbor.evidence import TRIAL_FILES, read_evidence
 from services.harbor.remote_program import PYTHON_MISSING_RC, ProtocolError, RemoteScanClient, remote_command
 from services.harbor.sftp_source import SFTPWalker
 from services.transport.fs import JobFS
@@ -30,23 +30,8 @@ from services.transport.ssh import HostSpec, SSHPool, shared_pool
 KIND = "harbor+ssh"
 
 
-def parse_ssh_url(url: str) -> tuple[HostSpec, str]:
-    """`ssh://[user@]host[:port]/path` → (HostSpec, remote path). `/~/x` means `~/x`."""
-    parts = urlsplit(url)
-    if parts.scheme != "ssh" or not parts.hostname:
-        raise ValueError(f"not an ssh:// URL with a host: {url!r}")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"bad port in {url!r}") from None
-    path = unquote(parts.path) or "."
-    if path.startswith("/~"):
-        path = path[1:]
-    user = unquote(parts.username) if parts.username else None
-    return HostSpec(host=parts.hostname, user=user, port=port), path
-
-
 class SSHHarborSource:
+    trial_files = TRIAL_FILES
     kind = KIND
 
     def __init__(
@@ -90,6 +75,9 @@ class SSHHarborSource:
         if self._fs is None:
             self._fs = SFTPFS(self.pool, self.spec)
         return self._fs
+
+    async def evidence(self, exp: Experiment, trial: Trial) -> TrialEvidence:
+        return await read_evidence(self.fs(), exp.path, trial)
 
     def fs(self) -> JobFS:
         if self._fs is None:

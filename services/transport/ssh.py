@@ -21,9 +21,11 @@ import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import asyncssh
 
+from services.core.config import HostConfig
 from services.core.source import SourceUnavailable
 
 DEFAULT_KEEPALIVE_S = 15
@@ -367,3 +369,44 @@ def shared_pool() -> SSHPool:
     if _shared is None:
         _shared = SSHPool()
     return _shared
+
+
+def parse_ssh_url(url: str) -> tuple[HostSpec, str]:
+    """`ssh://[user@]host[:port]/path` (or `<kind>+ssh://…`) → (HostSpec, remote path).
+
+    `/~/x` means `~/x`. Raises ValueError for anything else.
+    """
+    parts = urlsplit(url)
+    if not (parts.scheme == "ssh" or parts.scheme.endswith("+ssh")) or not parts.hostname:
+        raise ValueError(f"not an ssh:// URL with a host: {url!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"bad port in {url!r}") from None
+    path = unquote(parts.path) or "."
+    if path.startswith("/~"):
+        path = path[1:]
+    user = unquote(parts.username) if parts.username else None
+    return HostSpec(host=parts.hostname, user=user, port=port), path
+
+
+def host_spec(hc: HostConfig, ssh_config: str | None) -> HostSpec:
+    """The connection settings of a `[[hosts]]` entry."""
+    return HostSpec(
+        host=hc.host,
+        user=hc.user,
+        port=hc.port,
+        proxy_jump=hc.proxy_jump,
+        identity_file=hc.identity_file,
+        known_hosts=hc.known_hosts,
+        insecure_no_host_key_check=hc.insecure_no_host_key_check,
+        ssh_config=ssh_config,
+    )
+
+
+def host_config_for(host: str, hosts: list[HostConfig]) -> HostConfig | None:
+    """The `[[hosts]]` entry an ssh:// URL's host names, by `host` or `name`."""
+    for hc in hosts:
+        if host in (hc.host, hc.name):
+            return hc
+    return None

@@ -19,7 +19,8 @@ from textual.worker import WorkerFailed
 
 from services.core.config import Config
 from services.core.source import Source
-from services.harbor.demo import DEMO_NOW, write_demo
+from services.core.times import DEMO_NOW
+from services.harbor.demo import write_demo
 from services.harbor.source import HarborSource
 from tui.app import EvaldeskApp
 

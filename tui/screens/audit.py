@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -14,12 +12,10 @@ from textual.widgets import Footer, OptionList, Static
 from services.core.models import AuditReport, Experiment
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
-from tui.messages import SnapshotUpdated
+from tui.context import ConsoleState, console
+from tui.messages import Notice, OpenView, RequestPlan, SnapshotUpdated
 from widgets.checklist import Checklist, ChecklistItem
 from widgets.state_badge import state_badge
-
-if TYPE_CHECKING:
-    from tui.app import EvaldeskApp
 
 VERDICT_MEANING = {
     "finalize": "complete and healthy: register the score and upload traces",
@@ -58,8 +54,8 @@ class AuditScreen(Screen[None]):
         self.key = key
 
     @property
-    def evaldesk(self) -> EvaldeskApp:
-        return cast("EvaldeskApp", self.app)
+    def evaldesk(self) -> ConsoleState:
+        return console(self)
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader("Audit")
@@ -124,10 +120,10 @@ class AuditScreen(Screen[None]):
         if item is None:
             return
         if item.runnable == "dedupe":
-            self.evaldesk.request_dedupe(self.key)
+            self.post_message(RequestPlan("dedupe", self.key))
             return
         hint = f"Recommended: {item.action}" if item.action else "Nothing to do for this check."
-        self.evaldesk.record("information", item.title, f"No fix evaldesk can run here. {hint}", notify=True)
+        self.post_message(Notice("information", item.title, f"No fix evaldesk can run here. {hint}"))
 
     @on(OptionList.OptionSelected, "#checks")
     def _on_selected(self, event: OptionList.OptionSelected) -> None:
@@ -135,10 +131,10 @@ class AuditScreen(Screen[None]):
         self.action_run_remediation()
 
     def action_undo(self) -> None:
-        self.evaldesk.request_undo(self.key)
+        self.post_message(RequestPlan("undo-dedupe", self.key))
 
     def action_open_trials(self) -> None:
-        self.evaldesk.open_trials(self.key)
+        self.post_message(OpenView("trials", [self.key]))
 
     def action_back(self) -> None:
         self.dismiss()

@@ -3,8 +3,6 @@ and applies only on an explicit `y` (or a deliberate press of the Apply button).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -13,9 +11,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from tui.actions import bindings_for
-
-if TYPE_CHECKING:
-    from tui.app import EvaldeskApp
+from tui.context import console
+from tui.messages import Notice
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -97,9 +94,10 @@ class ConfirmScreen(ModalScreen[bool]):
         self.query_one("#cancel", Button).focus()
 
     def action_confirm(self) -> None:
-        app = cast("EvaldeskApp", self.app)
         # the app decides (and says why); the refusal shown here is only its explanation
-        if not app.guard_write(self.action_name):
+        why = console(self).write_refusal(self.action_name)
+        if why is not None:
+            self.post_message(Notice("warning", self.action_name, why))
             self.app.bell()
             return
         self.dismiss(True)

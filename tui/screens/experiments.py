@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -18,11 +18,9 @@ from services.core.models import AuditReport, Experiment, State
 from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
 from tui.chrome import ConsoleHeader, bar
-from tui.messages import SnapshotUpdated
+from tui.context import ConsoleState, console
+from tui.messages import OpenView, SnapshotUpdated
 from widgets.state_badge import state_badge
-
-if TYPE_CHECKING:
-    from tui.app import EvaldeskApp
 
 _HARBOR_STAMP = re.compile(r"[_-]?\d{4}-\d{2}-\d{2}__\d{2}-\d{2}-\d{2}$")
 
@@ -192,8 +190,8 @@ class ExperimentsScreen(Screen[None]):
         self.shown: list[Row] = []
 
     @property
-    def evaldesk(self) -> EvaldeskApp:
-        return cast("EvaldeskApp", self.app)
+    def evaldesk(self) -> ConsoleState:
+        return console(self)
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader("Experiments")
@@ -356,16 +354,16 @@ class ExperimentsScreen(Screen[None]):
     def action_open_trials(self) -> None:
         key = self.selected_key()
         if key:
-            self.evaldesk.open_trials(key)
+            self.post_message(OpenView("trials", [key]))
 
     def action_audit(self) -> None:
         key = self.selected_key()
         if key:
-            self.evaldesk.open_audit(key)
+            self.post_message(OpenView("audit", [key]))
 
     def action_monitor(self) -> None:
         key = self.selected_key()
-        self.evaldesk.open_monitor([key] if key else [])
+        self.post_message(OpenView("monitor", [key] if key else []))
 
     def action_sort_by(self, col: str) -> None:
         if col == self.sort_col:

@@ -3,8 +3,6 @@ never printed on the terminal), unreadable files, refused writes and what writes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -14,10 +12,8 @@ from textual.widgets import DataTable, Footer, Static
 
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
-from tui.messages import ChromeChanged
-
-if TYPE_CHECKING:
-    from tui.app import EvaldeskApp
+from tui.context import ConsoleState, console
+from tui.messages import ClearLog
 
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "information": "green"}
 
@@ -39,8 +35,8 @@ class LogScreen(Screen[None]):
         yield Footer()
 
     @property
-    def evaldesk(self) -> EvaldeskApp:
-        return cast("EvaldeskApp", self.app)
+    def evaldesk(self) -> ConsoleState:
+        return console(self)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -85,7 +81,5 @@ class LogScreen(Screen[None]):
         self.dismiss()
 
     def action_clear(self) -> None:
-        self.evaldesk.event_log.clear()
-        self.evaldesk.error_count = 0
-        self._fill()
-        self.evaldesk.post_message(ChromeChanged())
+        self.post_message(ClearLog())
+        self.call_after_refresh(self._fill)

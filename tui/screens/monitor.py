@@ -9,7 +9,7 @@ snapshots it is sent while open.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on
@@ -27,12 +27,10 @@ from services.monitor.rules import RULE_TITLES, MonitorWarning
 from services.monitor.state import ExperimentSeries, MonitorState
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
-from tui.messages import PollingChanged, SnapshotUpdated
+from tui.context import ConsoleState, console
+from tui.messages import OpenView, PollingChanged, SnapshotUpdated
 from widgets.plots import Line, PlotData, SeriesPlot
 from widgets.state_badge import state_badge
-
-if TYPE_CHECKING:
-    from tui.app import EvaldeskApp
 
 STATE_COLORS = {
     "pending": "gray",
@@ -160,8 +158,8 @@ class MonitorScreen(Screen[None]):
         return None
 
     @property
-    def evaldesk(self) -> EvaldeskApp:
-        return cast("EvaldeskApp", self.app)
+    def evaldesk(self) -> ConsoleState:
+        return console(self)
 
     @property
     def key(self) -> str:
@@ -305,11 +303,11 @@ class MonitorScreen(Screen[None]):
 
     def action_open_trials(self) -> None:
         if self.key:
-            self.evaldesk.open_trials(self.key)
+            self.post_message(OpenView("trials", [self.key]))
 
     def action_audit(self) -> None:
         if self.key:
-            self.evaldesk.open_audit(self.key)
+            self.post_message(OpenView("audit", [self.key]))
 
     def action_back(self) -> None:
         self.dismiss()

@@ -7,13 +7,11 @@ the widgets. The table is virtual (widgets/trial_table.py), so 100k attempts ope
 
 from __future__ import annotations
 
-import posixpath
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import PurePosixPath
-from typing import Any, ClassVar, Protocol, cast
+from typing import ClassVar, cast
 
 from rich.text import Text
 from textual import on, work
@@ -28,10 +26,12 @@ from textual.widgets import Footer, Static
 
 from services.core.diagnosis import score_effect
 from services.core.models import Experiment, Trial, TrialStatus
+from services.core.paths import UnsafePath, inside
 from services.core.policy import FAILURE_CLASS_MEANING
-from services.harbor.files import ExceptionInfo, TrialResultFile, load_json
+from services.core.source import TrialFile
 from services.transport.fs import JobFS
 from tui.actions import bindings_for
+from tui.context import ConsoleState, console
 from tui.messages import SnapshotUpdated
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel
 from widgets.log_tail import ErrorReader, FSReader, LogTail
@@ -48,44 +48,12 @@ from widgets.trial_table import (
     trial_columns,
 )
 
-# What the digit keys open in the log panel, relative to the trial dir.
-TRIAL_FILES: dict[str, str] = {
-    "log": "trial.log",
-    "exception": "exception.txt",
-    "stdout": "verifier/test-stdout.txt",
-    "stderr": "verifier/test-stderr.txt",
-}
-VERIFIER_EXCERPT_BYTES = 4096
-MAX_RESULT_BYTES = 8 * 1024 * 1024
 STATUS_CYCLE: tuple[TrialStatus | None, ...] = (None, TrialStatus.valid, TrialStatus.errored,
                                                  TrialStatus.running)
 # Below this size the panels share one slot (toggled with `d`) under the table.
 COMPACT_WIDTH = 110
 COMPACT_HEIGHT = 30
 SELECT_DELAY = 0.08  # holding a key down must not open a log per row passed
-
-
-class TrialsHost(Protocol):
-    read_only: bool
-
-    def experiment(self, key: str) -> Experiment | None: ...
-
-    def source_for(self, key: str) -> Any: ...
-
-
-class UnsafePath(ValueError):
-    pass
-
-
-def trial_file(job_dir: str, trial_path: str, rel: str) -> str:
-    """The absolute path of `rel` inside a trial dir; refuses anything that could leave the job dir."""
-    if not job_dir:
-        raise UnsafePath("the experiment has no job dir path")
-    for part in (trial_path, rel):
-        p = PurePosixPath(part.replace("\\", "/"))
-        if p.is_absolute() or ".." in p.parts or "\x00" in part:
-            raise UnsafePath(f"refused {trial_path}/{rel}: the path leaves the job dir")
-    return posixpath.join(job_dir, trial_path, rel)
 
 
 @dataclass
@@ -154,7 +122,7 @@ class TrialsScreen(Screen[None]):
         self.grouped = False
         self.status_filter: TrialStatus | None = None
         self.focus_filter: tuple[str, str] | None = None  # ("task"|"group", value)
-        self.file_kind = "log"
+        self.file_index = 0  # which of the source's trial files the log panel shows
         self._agent_files: list[str] = []
         self._agent_index = -1
         self._group_counts: Counter[str] = Counter()
@@ -169,8 +137,8 @@ class TrialsScreen(Screen[None]):
 
     # ------------------------------------------------------------------ host
     @property
-    def host(self) -> TrialsHost:
-        return cast(TrialsHost, self.app)
+    def host(self) -> ConsoleState:
+        return console(self)
 
     def now(self) -> datetime:
         if self._clock is not None:
@@ -386,20 +354,36 @@ class TrialsScreen(Screen[None]):
         if changed:
             self._agent_files = []
             self._agent_index = -1
-            if self.file_kind == "agent":
-                self.file_kind = "log"
+            if self._is_folder(self.file_index):
+                self.file_index = 0
         self._open_file(trial)
         if changed:
             self._load_diagnose(trial)
 
+    def trial_files(self) -> tuple[TrialFile, ...]:
+        try:
+            return tuple(getattr(self.host.source_for(self.key), "trial_files", ()))
+        except KeyError:
+            return ()
+
+    def _is_folder(self, index: int) -> bool:
+        files = self.trial_files()
+        return index < len(files) and files[index].rel.endswith("/")
+
     def _open_file(self, trial: Trial) -> None:
-        if self.file_kind == "agent":
+        files = self.trial_files()
+        if self.file_index >= len(files):
+            self._opened_key = None
+            self.log_tail.clear(f"{trial.trial_name}: this source has no file {self.file_index + 1}")
+            return
+        tf = files[self.file_index]
+        if tf.rel.endswith("/"):
             if not self._agent_files:
-                self._list_agent_files(trial)
+                self._list_agent_files(trial, tf.rel)
                 return
-            rel = f"agent/{self._agent_files[self._agent_index % len(self._agent_files)]}"
+            rel = f"{tf.rel}{self._agent_files[self._agent_index % len(self._agent_files)]}"
         else:
-            rel = TRIAL_FILES[self.file_kind]
+            rel = tf.rel
         key = (trial.path, rel)
         if key == self._opened_key:
             return
@@ -407,7 +391,7 @@ class TrialsScreen(Screen[None]):
         exp = self.experiment
         title = f"{trial.trial_name}/{rel}"
         try:
-            path = trial_file(exp.path if exp else "", trial.path, rel)
+            path = inside(exp.path if exp else "", trial.path, rel)
         except UnsafePath as exc:
             self.log_tail.open(ErrorReader(str(exc)), title)
             return
@@ -431,65 +415,26 @@ class TrialsScreen(Screen[None]):
         if trial.exception_type or trial.parse_error or trial.status == TrialStatus.errored:
             info.same_count = max(0, self._group_counts.get(key, 0) - 1)
             info.same_label = f"failed the same way ({key})"
-        if trial.parse_error:
-            info.problems.append(f"result.json: {trial.parse_error}")
-        try:
-            fs = self.fs()
-            job = exp.path if exp else ""
-            result_path = trial_file(job, trial.path, "result.json")
-            exc_path = trial_file(job, trial.path, "exception.txt")
-            out_path = trial_file(job, trial.path, "verifier/test-stdout.txt")
-        except (UnsafePath, KeyError) as exc:
-            info.problems.append(str(exc))
-            self.post_message(_DiagnoseRead(trial.path, info))
-            return
-        # the traceback: exception.txt first, else the result's exception_info
-        try:
-            st = await fs.stat(exc_path)
-            if st is not None and not st.is_dir:
-                start = max(0, st.size - 64 * 1024)
-                info.traceback = (await fs.read_bytes(exc_path, start, st.size - start)).decode(
-                    "utf-8", errors="replace")
-        except Exception as exc:
-            info.problems.append(f"exception.txt: {exc}")
-        if trial.status != TrialStatus.running:
-            try:
-                st = await fs.stat(result_path)
-                if st is not None and st.size <= MAX_RESULT_BYTES:
-                    parsed = TrialResultFile.model_validate(load_json(await fs.read_bytes(result_path)))
-                    ei: ExceptionInfo | None = parsed.exception_info
-                    if ei is not None:
-                        info.exception_type = info.exception_type or ei.exception_type
-                        info.exception_message = info.exception_message or ei.exception_message
-                        if not info.traceback and ei.exception_traceback:
-                            info.traceback = ei.exception_traceback
-                elif st is None:
-                    info.problems.append("result.json: missing")
-            except Exception as exc:
-                if not trial.parse_error:
-                    info.problems.append(f"result.json: {str(exc).splitlines()[0][:160]}")
-        try:
-            st = await fs.stat(out_path)
-            if st is not None and not st.is_dir:
-                start = max(0, st.size - VERIFIER_EXCERPT_BYTES)
-                data = await fs.read_bytes(out_path, start, st.size - start)
-                text = data.decode("utf-8", errors="replace")
-                if start > 0:
-                    text = "…" + text[text.find("\n"):] if "\n" in text else text
-                info.verifier_excerpt = text
-                info.verifier_label = "verifier/test-stdout.txt (tail)"
-        except Exception as exc:
-            info.problems.append(f"verifier output: {exc}")
+        if exp is None:
+            info.problems.append("the experiment is gone from its source")
+        else:
+            ev = await self.host.source_for(self.key).evidence(exp, trial)
+            info.exception_type = info.exception_type or ev.exception_type
+            info.exception_message = info.exception_message or ev.exception_message
+            info.traceback = ev.traceback
+            info.verifier_label = ev.verifier_label
+            info.verifier_excerpt = ev.verifier_excerpt
+            info.problems += ev.problems
         self.post_message(_DiagnoseRead(trial.path, info))
 
     @work(exclusive=True, group="trials-agent-files", exit_on_error=False)
-    async def _list_agent_files(self, trial: Trial) -> None:
+    async def _list_agent_files(self, trial: Trial, folder: str) -> None:
         exp = self.experiment
         try:
-            agent_dir = trial_file(exp.path if exp else "", trial.path, "agent")
+            agent_dir = inside(exp.path if exp else "", trial.path, folder)
             names = await self.fs().list_dir(agent_dir)
         except FileNotFoundError:
-            self.post_message(_AgentFiles(trial.path, [], "no agent/ dir"))
+            self.post_message(_AgentFiles(trial.path, [], f"no {folder} dir"))
             return
         except Exception as exc:
             self.post_message(_AgentFiles(trial.path, [], str(exc)))
@@ -508,11 +453,11 @@ class TrialsScreen(Screen[None]):
     @on(_AgentFiles)
     def _on_agent_files(self, message: _AgentFiles) -> None:
         trial = self.selected_trial()
-        if trial is None or trial.path != message.path or self.file_kind != "agent":
+        if trial is None or trial.path != message.path or not self._is_folder(self.file_index):
             return
         if not message.files:
             self._opened_key = None
-            self.log_tail.clear(f"{trial.trial_name}/agent: {message.error or 'no agent logs'}")
+            self.log_tail.clear(f"{trial.trial_name}: {message.error or 'no logs in the folder'}")
             return
         self._agent_files = message.files
         self._agent_index = 0
@@ -555,11 +500,16 @@ class TrialsScreen(Screen[None]):
         self._panel = "diagnose" if self._panel == "log" else "log"
         self.set_class(self._panel == "diagnose", "-show-diagnose")
 
-    def action_show_file(self, kind: str) -> None:
+    def action_show_file(self, number: int) -> None:
+        """Open the source's file `number` (1-based); a folder's key again shows its next file."""
         trial = self.selected_trial()
-        if kind == "agent" and self.file_kind == "agent" and self._agent_files:
+        index = number - 1
+        if index == self.file_index and self._is_folder(index) and self._agent_files:
             self._agent_index = (self._agent_index + 1) % len(self._agent_files)
-        self.file_kind = kind
+        elif index != self.file_index:
+            self._agent_files = []
+            self._agent_index = -1
+        self.file_index = index
         self._panel = "log"
         self.set_class(False, "-show-diagnose")
         if trial is not None:

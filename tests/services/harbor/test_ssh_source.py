@@ -12,12 +12,12 @@ import pytest
 
 from services.core.config import Config, HostConfig, SourceConfig
 from services.core.models import Experiment, Snapshot
-from services.core.registry import open_source, sources_from_config
+from services.core.registry import open_all, open_source
 from services.core.source import SourceUnavailable
 from services.harbor.demo import write_demo
 from services.harbor.source import HarborSource
-from services.harbor.ssh_source import SSHHarborSource, parse_ssh_url
-from services.transport.ssh import HostSpec, SSHPool
+from services.harbor.ssh_source import SSHHarborSource
+from services.transport.ssh import HostSpec, SSHPool, parse_ssh_url
 from tests.support.ssh_server import SSHD, InProcessSSHServer, OpenSSHServer, write_known_hosts
 from tests.support.ssh_server import ssh_server as ssh_server
 
@@ -151,7 +151,7 @@ def test_parse_ssh_url() -> None:
         parse_ssh_url("ssh:///nohost")
 
 
-def test_open_source_and_sources_from_config(tmp_path: Path) -> None:
+def test_open_source_and_sources_of_the_config(tmp_path: Path) -> None:
     cfg = Config(
         ssh_config=str(tmp_path / "cfg"),
         hosts=[HostConfig(name="hpc", host="login.hpc", user="bob", identity_file="~/.ssh/id_hpc",
@@ -164,7 +164,8 @@ def test_open_source_and_sources_from_config(tmp_path: Path) -> None:
     assert src.spec.user == "bob" and src.spec.identity_file == "~/.ssh/id_hpc"
     assert src.spec.ssh_config == str(tmp_path / "cfg") and src.paths == ["/scratch"]
     assert src.slurm_job_id_key == "sjid" and src.kind == "harbor+ssh"
-    srcs = sources_from_config(cfg)
+    srcs, errors = open_all([], cfg)
+    assert errors == []
     assert [s.kind for s in srcs] == ["harbor", "harbor+ssh", "harbor+ssh"]
     other = srcs[1]
     assert isinstance(other, SSHHarborSource) and other.label == "o"

@@ -1,0 +1,70 @@
+"""Harbor as a backend of the source registry: local job dirs (the embedded default) and the
+same dirs on SSH hosts (`ssh://host/path`, `[[hosts]]` entries)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+from services.core.config import Config, HostConfig
+from services.core.source import Source
+from services.harbor.scan import find_job_dirs
+from services.harbor.source import HarborSource
+from services.harbor.ssh_source import SSHHarborSource
+from services.transport.ssh import host_config_for, host_spec, parse_ssh_url
+
+NAME = "harbor"
+SCHEMES: tuple[str, ...] = ("ssh", "harbor+ssh")
+
+
+def source_for_host(hc: HostConfig, config: Config, paths: list[str] | None = None) -> Source:
+    use = paths if paths is not None else hc.paths
+    return SSHHarborSource(
+        host_spec(hc, config.ssh_config),
+        use,
+        policy=config.policy,
+        label=f"{hc.name}:{','.join(use)}",
+        python=hc.python,
+        timeout_s=hc.scan_timeout_s,
+        slurm_job_id_key=hc.slurm_job_id_key,
+        slurm_job_ids=hc.slurm_job_ids,
+    )
+
+
+def open_url(spec: str, config: Config) -> Source:
+    """`ssh://[user@]host[:port]/path`. A host that matches a `[[hosts]]` entry (by `host` or
+    `name`) takes that entry's settings (identity, known_hosts, jump host, SLURM keys); the
+    URL's user and port win. Raises ValueError for a malformed URL."""
+    spec_host, path = parse_ssh_url(spec)
+    hc = host_config_for(spec_host.host, config.hosts)
+    if hc is not None:
+        merged = hc.model_copy(update={"user": spec_host.user or hc.user, "port": spec_host.port or hc.port})
+        return source_for_host(merged, config, [path])
+    return SSHHarborSource(
+        replace(spec_host, ssh_config=config.ssh_config),
+        [path],
+        policy=config.policy,
+        label=spec,
+    )
+
+
+def open_path(path: str, config: Config) -> Source:
+    return HarborSource(path, policy=config.policy)
+
+
+def find_local(path: str, config: Config) -> list[Source]:
+    """The Harbor source of a local folder, when it holds (or is) a job dir."""
+    return [open_path(path, config)] if find_job_dirs(path) else []
+
+
+def configured(config: Config) -> list[Source]:
+    """One source per `[[hosts]]` entry that lists paths (`[[sources]]` paths go through
+    the registry like a command-line SOURCE)."""
+    return [source_for_host(hc, config) for hc in config.hosts if hc.paths]
+
+
+def write_demo(root: Path, now: datetime) -> list[Path]:
+    from services.harbor.demo import write_demo as write
+
+    return write(root, now=now)
