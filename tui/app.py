@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import os
 import sys
 import time
 import traceback
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from textual import on
 from textual.app import App
@@ -32,6 +31,9 @@ from services.core.policy import Policy
 from services.core.source import Source
 from services.monitor.activity import probe_snapshot
 from services.monitor.state import MonitorState
+from services.remediations.base import WritePath
+from services.remediations.errors import StepFailed, WriteRefused
+from services.remediations.records import Plan, Record
 from tui.actions import GLOBAL, bindings_for
 from tui.context import LogEntry
 from tui.messages import (
@@ -49,11 +51,17 @@ from tui.messages import (
 )
 from tui.palette import EvaldeskCommands
 
-if TYPE_CHECKING:
-    from services.remediations.dedupe import DedupePlan
-
 DEMO_LABEL = "demo"
 LOG_LIMIT = 500
+
+
+@dataclass
+class UndoRequest:
+    """An undo the user was shown: the record, what undo would do, and what blocks it."""
+
+    record: Record
+    lines: list[str]
+    blocked: list[str]
 
 
 @dataclass
@@ -130,6 +138,7 @@ class EvaldeskApp(App[int]):
         self._startup_errors = list(startup_errors or [])
         self._pending: PendingWrite | None = None
         self._writing = False
+        self._write_path: WritePath | None = None
         self.keymap: dict[str, str] = dict(self.config.keys)
         self.monitor = self._make_monitor()
         if self.config.theme:
@@ -536,41 +545,53 @@ class EvaldeskApp(App[int]):
         self._chrome_changed()
 
     # ---- writes: plan → confirm → apply → re-scan -------------------------------------
+    # Every write goes through services.remediations (registry → base.WritePath): the app only
+    # asks for a plan, shows its preview, and hands the confirmed plan back.
+
+    @property
+    def write_path(self) -> WritePath:
+        if self._write_path is None:
+            self._write_path = WritePath(self.journal, read_only=self.read_only)
+        return self._write_path
 
     @on(RequestPlan)
     def _on_request_plan(self, message: RequestPlan) -> None:
-        if message.action == "dedupe":
-            self.request_dedupe(message.key)
-        elif message.action == "undo-dedupe":
-            self.request_undo(message.key)
+        exp = self.experiment(message.key)
+        if exp is None:
+            self.record("warning", message.action, "no experiment selected")
+            return
+        if message.action == "undo":
+            work = self._plan_undo(message.key, exp)
         else:
-            self.record("warning", message.action, f"no remediation called {message.action!r}")
+            work = self._plan(message.action, message.key, exp)
+        self.run_worker(work, name=f"plan {message.action}", group="plan", exclusive=True,
+                        exit_on_error=False, description=f"{message.action} preview for {exp.id}")
 
-    def request_dedupe(self, key: str) -> None:
-        exp = self.experiment(key)
-        if exp is None:
+    async def _plan(self, action: str, key: str, exp: Experiment) -> None:
+        from services.remediations import registry
+
+        try:
+            plan = await registry.plan(action, exp, self.source_for(key), self.config, self.now())
+        except WriteRefused as exc:
+            self.post_message(WriteDone(action, key, f"{action}: {exc}", rescan=False))
             return
-        self.run_worker(self._plan_dedupe(key, exp), name="plan dedupe", group="plan",
-                        exclusive=True, exit_on_error=False, description=f"dedupe plan for {exp.id}")
-
-    async def _plan_dedupe(self, key: str, exp: Experiment) -> None:
-        from services.remediations.dedupe import plan_dedupe
-
-        plan = await asyncio.to_thread(plan_dedupe, exp, self.policy)
-        self.post_message(PlanReady("dedupe", key, plan))
-
-    def request_undo(self, key: str) -> None:
-        exp = self.experiment(key)
-        if exp is None:
-            return
-        self.run_worker(self._plan_undo(key, exp), name="plan undo", group="plan",
-                        exclusive=True, exit_on_error=False, description=f"undo preview for {exp.id}")
+        self.post_message(PlanReady(action, key, plan))
 
     async def _plan_undo(self, key: str, exp: Experiment) -> None:
-        from services.remediations.dedupe import latest_manifest
+        from services.remediations.records import records_in
 
-        found = await latest_manifest(exp.path, self.source_for(key).fs())
-        self.post_message(PlanReady("undo-dedupe", key, found))
+        source = self.source_for(key)
+        records = [r for r in await records_in(source.fs(), exp.path) if r.status == "applied"]
+        if not records:
+            self.post_message(WriteDone("undo", key, f"{exp.id}: nothing to undo (no applied write in its "
+                                        "quarantine)", rescan=False))
+            return
+        record = records[0]
+        from services.remediations import registry
+
+        ctx = registry.context(record.action, source, self.config)
+        lines, blocked = await self.write_path.undo_preview(record, ctx)
+        self.post_message(PlanReady("undo", key, UndoRequest(record, lines, blocked)))
 
     @on(PlanReady)
     def _on_plan_ready(self, message: PlanReady) -> None:
@@ -579,35 +600,28 @@ class EvaldeskApp(App[int]):
         exp = self.experiment(message.key)
         if exp is None:
             return
-        if message.action == "dedupe":
-            plan = cast("DedupePlan", message.payload)
-            lines = [ln.replace(exp.path, exp.id) for ln in plan.preview_lines()]
-            if plan.nothing_to_do:
-                self.record("information", "dedupe", lines[0] if lines else "nothing to dedupe")
-                return
-            title = f"Dedupe {exp.id}"
-            confirm = f"Move {len(plan.remove) + len(plan.copies)} dirs"
+        if isinstance(message.payload, UndoRequest):
+            req = message.payload
+            rec = req.record
+            n_dirs = sum(1 for ln in req.lines if ln.startswith("  restore "))
+            lines = [f"Undo {rec.action} {rec.id} of {exp.id}: put back {n_dirs} trial dir(s) and "
+                     f"{len(req.lines) - n_dirs} other change(s) it made.", ""]
+            if req.blocked:
+                lines += ["Undo is refused, nothing will change:", *(f"  {b}" for b in req.blocked)]
+            lines += req.lines
+            title, confirm = f"Undo {rec.action} of {exp.id}", "Undo"
+            refusal = self.write_refusal("undo") or ("; ".join(req.blocked) if req.blocked else None)
         else:
-            found = cast("tuple[str, dict[str, Any]] | None", message.payload)
-            if found is None:
-                self.record("information", "undo", f"{exp.id}: nothing to undo (no applied dedupe)")
+            plan = cast("Plan", message.payload)
+            lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
+            if plan.nothing_to_do:
+                self.record("information", message.action, lines[0] if lines else f"nothing to {message.action}")
                 return
-            qdir, manifest = found
-            moved = [m for m in manifest.get("moved", []) if not m.get("skipped")]
-            stamp = os.path.basename(qdir)
-            lines = [
-                f"Job {exp.id}: put back {len(moved)} trial dir(s) moved by the dedupe of {stamp}",
-                f"(attempts {manifest.get('after')} → {manifest.get('before')}), and restore the original "
-                "result.json from its backup.",
-                "",
-                *(f"  restore {m.get('from')}" for m in moved),
-            ]
-            title = f"Undo dedupe of {exp.id}"
-            confirm = f"Restore {len(moved)} dirs"
+            title, confirm = plan.title, f"Apply {len(plan.steps)} step(s)"
+            refusal = self.write_refusal(message.action)
         self._pending = PendingWrite(message.action, message.key, message.payload, lines)
         self.push_screen(
-            ConfirmScreen(title, lines, confirm_label=confirm, action=message.action,
-                          refusal=self.write_refusal(message.action)),
+            ConfirmScreen(title, lines, confirm_label=confirm, action=message.action, refusal=refusal),
             callback=self._on_confirm,
         )
 
@@ -631,35 +645,31 @@ class EvaldeskApp(App[int]):
                         exclusive=False, exit_on_error=False, description=f"{pending.action} of {exp.id}")
 
     async def _apply(self, pending: PendingWrite, exp: Experiment) -> None:
-        from services.remediations import dedupe
+        from services.remediations import registry
 
-        fs = self.source_for(pending.key).fs()
+        source = self.source_for(pending.key)
         try:
-            summary = await self._apply_write(pending, exp, fs)
-        except dedupe.DedupeError as exc:
+            if isinstance(pending.payload, UndoRequest):
+                rec = pending.payload.record
+                done = await self.write_path.undo(rec, registry.context(rec.action, source, self.config))
+                summary = f"{exp.id}: undid {rec.action} {done.id}"
+            else:
+                plan = cast("Plan", pending.payload)
+                done = await registry.apply(pending.action, plan, exp.id, source, self.config, self.write_path)
+                summary = f"{pending.action} applied to {exp.id}: {len(plan.steps)} step(s), record {done.id}"
+        except WriteRefused as exc:
             # a refusal, not a failure: nothing was changed, and the re-scan shows why
             summary = f"{pending.action} refused: {exc}"
+        except StepFailed as exc:
+            summary = f"{pending.action} failed: {exc}"
         self.post_message(WriteDone(pending.action, pending.key, summary))
-
-    async def _apply_write(self, pending: PendingWrite, exp: Experiment, fs: Any) -> str:
-        from services.remediations import dedupe
-
-        if pending.action == "dedupe":
-            done = await dedupe.apply_dedupe(pending.payload, exp, fs, self.journal, read_only=self.read_only)
-            n = len(done.remove) + len(done.copies)
-            summary = (f"dedupe applied to {exp.id}: moved {n} dir(s) to the quarantine; "
-                       f"{done.before} → {done.after} attempts")
-        else:
-            res = await dedupe.undo_dedupe(exp.path, fs, self.journal, read_only=self.read_only)
-            summary = f"{exp.id}: {res.message}".replace(exp.path, exp.id)
-            if res.skipped:
-                summary += f"; {len(res.skipped)} skipped"
-        return summary
 
     @on(WriteDone)
     def _on_write_done(self, message: WriteDone) -> None:
         self._writing = False
         self.record("information", message.action, message.summary)
+        if not message.rescan:
+            return
         src = self._sources_by_label.get(message.key.split("::", 1)[0])
         if src is not None:
             # the audit re-runs on the new files as part of the scan

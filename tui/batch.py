@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import posixpath
 import sys
 import time
 from collections.abc import Callable
@@ -32,7 +33,9 @@ from services.core.models import (
 )
 from services.core.registry import open_source, open_sources
 from services.core.source import Source, SourceUnavailable
-from services.remediations.dedupe import DedupeError, apply_dedupe, plan_dedupe, undo_dedupe
+from services.remediations.base import WritePath
+from services.remediations.errors import StepFailed, WriteRefused
+from services.remediations.records import Plan
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
@@ -137,7 +140,10 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     except ValueError as exc:  # a malformed SOURCE URL
         err.write(f"evaldesk: {exc}\n")
         return EXIT_USAGE
-    except DedupeError as exc:
+    except WriteRefused as exc:
+        err.write(f"evaldesk: {exc}\n")
+        return EXIT_ACTION
+    except StepFailed as exc:
         err.write(f"evaldesk: {exc}\n")
         return EXIT_ACTION
 
@@ -266,31 +272,34 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
 
 async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
                   console: Console, out: IO[str], progress: Progress) -> int:
-    journal = Journal(config.journal_path)
-    results = []
+    from services.remediations import dedupe, registry
+
+    write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
+    results: list[tuple[Plan, bool]] = []
     worst = EXIT_OK
     for src, e in exps:
-        plan = plan_dedupe(e, config.policy)
+        plan = await registry.plan("dedupe", e, src, config)
+        applied = False
         if args.apply and not plan.nothing_to_do:
-            progress(0, len(plan.remove) + len(plan.copies), f"moving surplus trial dirs of {e.id}")
-            plan = await apply_dedupe(plan, e, src.fs(), journal)
+            progress(0, len(plan.steps), f"dedupe of {e.id}: {len(plan.steps)} step(s)")
+            await registry.apply("dedupe", plan, e.id, src, config, write_path,
+                                 progress=lambda i, n, m: progress(i, n, m))
+            applied = True
         elif not plan.nothing_to_do:
             worst = EXIT_ACTION
-        results.append(plan)
-    if fmt in ("json", "jsonl"):
-        if fmt == "json" and len(results) == 1:
-            out.write(_dump(results[0].to_batch_json()) + "\n")
-        elif fmt == "json":
-            out.write(_dump({"plans": [p.to_batch_json() for p in results]}) + "\n")
-        else:
-            for p in results:
-                out.write(_dump(p.to_batch_json()) + "\n")
+        results.append((plan, applied))
+    if fmt == "json":
+        out.write(_dump({"plans": [dedupe.batch_json(p, a) for p, a in results]}) + "\n")
+    elif fmt == "jsonl":
+        for p, a in results:
+            out.write(_dump(dedupe.batch_json(p, a)) + "\n")
     else:
-        for p in results:
-            for line in p.preview_lines():
+        for p, a in results:
+            for line in p.preview:
                 console.print(line, highlight=False, markup=False)
-            if p.applied:
-                console.print(f"applied: moved into {p.quarantine}", highlight=False, markup=False)
+            if a:
+                console.print(f"applied: record {p.id}, moved into {p.meta.get('quarantine')}",
+                              highlight=False, markup=False)
             elif not p.nothing_to_do:
                 console.print("dry run: nothing moved; add --apply to carry it out", highlight=False)
             console.print()
@@ -298,24 +307,49 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
 
 
 async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
-    journal = Journal(config.journal_path)
+    """`undo JOB_DIR` (its last applied write) or `undo RECORD_ID` (any record this machine knows)."""
+    from services.remediations import registry
+    from services.remediations.records import records_in
+
+    write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
     code = EXIT_OK
     for spec in args.sources:
-        src = open_source(spec, config)
+        entry = None if (os.path.exists(spec) or "://" in spec) else write_path.index.find(spec)
+        target = spec
+        if entry is not None:
+            loc = entry.get("location", {})
+            if not loc.get("on_target"):
+                raise SourceUnavailable(spec, "this record lives on this machine only; its action has no source")
+            job = posixpath.dirname(posixpath.dirname(str(loc.get("record_dir"))))
+            target = f"ssh://{loc['host']}{job}" if loc.get("host") else job
+        src = open_source(target, config)
         try:
             snap = await src.scan()
-            exps = snap.experiments
-            if len(exps) != 1:
-                raise SourceUnavailable(spec, "undo takes one job dir")
-            res = await undo_dedupe(exps[0].path, src.fs(), journal)
+            if len(snap.experiments) != 1:
+                raise SourceUnavailable(spec, "undo takes one job dir or a record id")
+            exp = snap.experiments[0]
+            records = await records_in(src.fs(), exp.path)
+            if entry is not None:
+                records = [r for r in records if r.id == entry["id"]]
+                if not records:
+                    raise SourceUnavailable(spec, f"record {entry['id']} is no longer in {exp.path}")
+            else:
+                records = [r for r in records if r.status in ("applied", "applying", "failed")][:1]
+            if not records:
+                result: dict[str, Any] = {"target": exp.path, "record": None, "status": None, "restored": [],
+                          "message": "nothing to undo: no applied write in the job's quarantine"}
+            else:
+                rec = records[0]
+                ctx = registry.context(rec.action, src, config)
+                lines, _ = await write_path.undo_preview(rec, ctx)
+                done = await write_path.undo(rec, ctx)
+                result = {"target": exp.path, "record": done.id, "status": done.status,
+                          "restored": [ln.strip() for ln in lines],
+                          "message": f"undid {done.action} {done.id}: {len(lines)} step(s) put back"}
         finally:
             await src.close()
         if fmt in ("json", "jsonl"):
-            out.write(_dump(res.model_dump(mode="json")) + "\n")
+            out.write(_dump(result) + "\n")
         else:
-            out.write(res.message + "\n")
-            for s in res.skipped:
-                out.write(f"  skipped {s}\n")
-        if res.skipped:
-            code = EXIT_ACTION
+            out.write(str(result["message"]) + "\n")
     return code

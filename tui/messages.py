@@ -61,11 +61,12 @@ class PlanReady(Message):
 class WriteDone(Message):
     """A confirmed write finished; `summary` says what it changed."""
 
-    def __init__(self, action: str, key: str, summary: str) -> None:
+    def __init__(self, action: str, key: str, summary: str, rescan: bool = True) -> None:
         super().__init__()
         self.action = action
         self.key = key
         self.summary = summary
+        self.rescan = rescan
 
 
 class PollingChanged(Message):

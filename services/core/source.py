@@ -79,3 +79,9 @@ class SourceUnavailable(Exception):
         super().__init__(f"{where}: {message}")
         self.where = where
         self.message = message
+
+
+def source_host(source: Source) -> str | None:
+    """The SSH host a source reads from (for previews and records); None for local disk."""
+    host = getattr(source, "host", None)
+    return host if isinstance(host, str) else None

@@ -67,6 +67,11 @@ class SSHHarborSource:
         self._walker: SFTPWalker | None = None  # set once the host turns out to have no python
 
     @property
+    def host(self) -> str:
+        """The host the job dirs live on, as previews and records name it."""
+        return self.spec.label
+
+    @property
     def insecure_no_host_key_check(self) -> bool:
         """Shown by the UI next to the source: host keys are not being checked."""
         return self.spec.insecure_no_host_key_check

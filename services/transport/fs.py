@@ -1,16 +1,34 @@
 """File access for job dirs, local or remote, behind one async interface.
 
 Remediations and the log tail use only this, so the same code moves a trial dir on local
-disk or over SFTP. Paths are absolute POSIX strings on the machine that holds the files.
+disk or over SFTP. Paths are absolute POSIX strings on the machine that holds the files;
+names that are not UTF-8 travel as str with surrogate escapes (os.fsdecode), never mangled.
+
+What the write path relies on: `rename` never overwrites and never falls back to a copy;
+`write_bytes_atomic` is a temporary file in the same dir, fsync'd, renamed over the target
+(keeping the target's mode) and the dir fsync'd; `mkdir_exclusive` is atomic (the lock);
+`read_regular` refuses fifos and devices, caps the size and gives up after a timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import os
-import shutil
+import stat as st_mod
 from dataclasses import dataclass
 from typing import Protocol
+
+READ_TIMEOUT_S = 30.0
+
+
+class NotRegularFile(OSError):
+    """A path that is a fifo, socket, device or dir where a regular file was expected."""
+
+
+class TooLarge(OSError):
+    """A file over the size a caller is willing to read whole."""
 
 
 @dataclass(frozen=True)
@@ -18,6 +36,8 @@ class FileStat:
     size: int
     mtime: float
     is_dir: bool
+    is_file: bool = True
+    mode: int = 0
 
 
 class JobFS(Protocol):
@@ -25,15 +45,53 @@ class JobFS(Protocol):
 
     async def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes: ...
 
+    async def read_regular(self, path: str, max_bytes: int, timeout_s: float = READ_TIMEOUT_S) -> bytes:
+        """The whole of a regular file no larger than `max_bytes`; NotRegularFile / TooLarge otherwise."""
+        ...
+
+    async def sha256(self, path: str, max_bytes: int) -> str | None:
+        """The hex digest of a regular file, None when it does not exist."""
+        ...
+
     async def list_dir(self, path: str) -> list[str]: ...
 
     async def rename(self, src: str, dst: str) -> None: ...
 
     async def makedirs(self, path: str) -> None: ...
 
+    async def mkdir_exclusive(self, path: str) -> None:
+        """Create one dir; FileExistsError when it is already there (atomic: the lock)."""
+        ...
+
+    async def rmdir(self, path: str) -> None:
+        """Remove an empty dir."""
+        ...
+
     async def write_bytes_atomic(self, path: str, data: bytes) -> None: ...
 
+    async def append_durable(self, path: str, data: bytes) -> None:
+        """Append and fsync: the write-ahead log's step marks."""
+        ...
+
     async def remove_file(self, path: str) -> None: ...
+
+
+def _tmp_name(path: str) -> str:
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.evaldesk-tmp-{os.getpid()}")
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path or ".", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a dir; the rename itself is still atomic
+        pass
+    finally:
+        os.close(fd)
 
 
 class LocalFS:
@@ -48,19 +106,57 @@ class LocalFS:
             st = os.stat(path)
         except OSError:
             return None
-        import stat as st_mod
-
-        return FileStat(st.st_size, st.st_mtime, st_mod.S_ISDIR(st.st_mode))
+        return FileStat(st.st_size, st.st_mtime, st_mod.S_ISDIR(st.st_mode), st_mod.S_ISREG(st.st_mode),
+                        st_mod.S_IMODE(st.st_mode))
 
     async def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         return await asyncio.to_thread(self._read, path, offset, length)
 
     @staticmethod
     def _read(path: str, offset: int, length: int | None) -> bytes:
-        with open(path, "rb") as fh:
+        # O_NONBLOCK: opening a fifo must not wait for a writer that never comes
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not st_mod.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise NotRegularFile(f"{path}: not a regular file")
             if offset:
                 fh.seek(offset)
             return fh.read() if length is None else fh.read(length)
+
+    async def read_regular(self, path: str, max_bytes: int, timeout_s: float = READ_TIMEOUT_S) -> bytes:
+        def _read() -> bytes:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if not st_mod.S_ISREG(st.st_mode):
+                    raise NotRegularFile(f"{path}: not a regular file")
+                if st.st_size > max_bytes:
+                    raise TooLarge(f"{path}: {st.st_size:,} bytes, over the {max_bytes:,} byte limit")
+                data = fh.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                raise TooLarge(f"{path}: grew past the {max_bytes:,} byte limit while being read")
+            return data
+
+        return await asyncio.wait_for(asyncio.to_thread(_read), timeout_s)
+
+    async def sha256(self, path: str, max_bytes: int) -> str | None:
+        def _hash() -> str | None:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            except FileNotFoundError:
+                return None
+            h = hashlib.sha256()
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if not st_mod.S_ISREG(st.st_mode):
+                    raise NotRegularFile(f"{path}: not a regular file")
+                if st.st_size > max_bytes:
+                    raise TooLarge(f"{path}: {st.st_size:,} bytes, over the {max_bytes:,} byte limit")
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            return h.hexdigest()
+
+        return await asyncio.wait_for(asyncio.to_thread(_hash), READ_TIMEOUT_S)
 
     async def list_dir(self, path: str) -> list[str]:
         return await asyncio.to_thread(lambda: sorted(os.listdir(path)))
@@ -69,27 +165,61 @@ class LocalFS:
         def _mv() -> None:
             if os.path.lexists(dst):
                 raise FileExistsError(f"refusing to overwrite {dst}")
-            try:
-                os.rename(src, dst)
-            except OSError:
-                # across filesystems; the quarantine normally sits in the same job dir
-                shutil.move(src, dst)
+            # a rename or nothing: a copy-then-delete that fails halfway leaves the trial twice
+            os.rename(src, dst)
+            _fsync_dir(os.path.dirname(dst))
+            if os.path.dirname(src) != os.path.dirname(dst):
+                _fsync_dir(os.path.dirname(src))
 
         await asyncio.to_thread(_mv)
 
     async def makedirs(self, path: str) -> None:
         await asyncio.to_thread(os.makedirs, path, exist_ok=True)
 
+    async def mkdir_exclusive(self, path: str) -> None:
+        def _mk() -> None:
+            os.mkdir(path)
+            _fsync_dir(os.path.dirname(path))
+
+        await asyncio.to_thread(_mk)
+
+    async def rmdir(self, path: str) -> None:
+        await asyncio.to_thread(os.rmdir, path)
+
     async def write_bytes_atomic(self, path: str, data: bytes) -> None:
         def _write() -> None:
-            tmp = f"{path}.evaldesk-tmp-{os.getpid()}"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            tmp = _tmp_name(path)
+            try:
+                mode = st_mod.S_IMODE(os.stat(path).st_mode)
+            except FileNotFoundError:
+                mode = None
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    if mode is not None:
+                        os.fchmod(fh.fileno(), mode)  # the umask narrowed what os.open set
+                    os.fsync(fh.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+                raise
+            _fsync_dir(os.path.dirname(path))
 
         await asyncio.to_thread(_write)
+
+    async def append_durable(self, path: str, data: bytes) -> None:
+        def _append() -> None:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        await asyncio.to_thread(_append)
 
     async def remove_file(self, path: str) -> None:
         await asyncio.to_thread(os.remove, path)

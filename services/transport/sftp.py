@@ -7,7 +7,9 @@ atomic write is a temporary file in the same directory followed by posix-rename.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import posixpath
 import stat as st_mod
 import uuid
@@ -15,7 +17,7 @@ import uuid
 import asyncssh
 
 from services.core.source import SourceUnavailable
-from services.transport.fs import FileStat
+from services.transport.fs import READ_TIMEOUT_S, FileStat, NotRegularFile, TooLarge
 from services.transport.ssh import HostSpec, SSHPool, describe
 
 
@@ -46,11 +48,24 @@ class SFTPFS:
             attrs = await sftp.stat(path)
         except asyncssh.SFTPError:
             return None
-        is_dir = attrs.permissions is not None and st_mod.S_ISDIR(attrs.permissions)
-        return FileStat(attrs.size or 0, float(attrs.mtime or 0), is_dir)
+        perms = attrs.permissions
+        is_dir = perms is not None and st_mod.S_ISDIR(perms)
+        is_file = perms is None or st_mod.S_ISREG(perms)
+        return FileStat(attrs.size or 0, float(attrs.mtime or 0), is_dir, is_file,
+                        st_mod.S_IMODE(perms) if perms is not None else 0)
+
+    async def _regular(self, path: str) -> FileStat:
+        # the server would block opening a fifo: look before opening
+        st = await self.stat(path)
+        if st is None:
+            raise FileNotFoundError(path)
+        if st.is_dir or not st.is_file:
+            raise NotRegularFile(f"{path}: not a regular file")
+        return st
 
     async def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         sftp = await self._client()
+        await self._regular(path)
         try:
             async with sftp.open(path, "rb") as fh:
                 if offset:
@@ -61,6 +76,20 @@ class SFTPFS:
         except asyncssh.SFTPError as exc:
             raise OSError(f"{path}: {exc.reason}") from None
         return data if isinstance(data, bytes) else data.encode()
+
+    async def read_regular(self, path: str, max_bytes: int, timeout_s: float = READ_TIMEOUT_S) -> bytes:
+        st = await self._regular(path)
+        if st.size > max_bytes:
+            raise TooLarge(f"{path}: {st.size:,} bytes, over the {max_bytes:,} byte limit")
+        data = await asyncio.wait_for(self.read_bytes(path, 0, max_bytes + 1), timeout_s)
+        if len(data) > max_bytes:
+            raise TooLarge(f"{path}: grew past the {max_bytes:,} byte limit while being read")
+        return data
+
+    async def sha256(self, path: str, max_bytes: int) -> str | None:
+        if await self.stat(path) is None:
+            return None
+        return hashlib.sha256(await self.read_regular(path, max_bytes)).hexdigest()
 
     async def list_dir(self, path: str) -> list[str]:
         sftp = await self._client()
@@ -90,13 +119,55 @@ class SFTPFS:
         except asyncssh.SFTPError as exc:
             raise OSError(f"mkdir {path}: {exc.reason}") from None
 
+    async def mkdir_exclusive(self, path: str) -> None:
+        sftp = await self._client()
+        try:
+            await sftp.mkdir(path)
+        except asyncssh.SFTPFileAlreadyExists:
+            raise FileExistsError(path) from None
+        except asyncssh.SFTPFailure as exc:
+            # OpenSSH's server answers a plain "Failure" for EEXIST
+            if await sftp.exists(path):
+                raise FileExistsError(path) from None
+            raise OSError(f"mkdir {path}: {exc.reason}") from None
+        except asyncssh.SFTPError as exc:
+            raise OSError(f"mkdir {path}: {exc.reason}") from None
+
+    async def rmdir(self, path: str) -> None:
+        sftp = await self._client()
+        try:
+            await sftp.rmdir(path)
+        except asyncssh.SFTPNoSuchFile:
+            raise FileNotFoundError(path) from None
+        except asyncssh.SFTPError as exc:
+            raise OSError(f"rmdir {path}: {exc.reason}") from None
+
+    async def append_durable(self, path: str, data: bytes) -> None:
+        sftp = await self._client()
+        try:
+            async with sftp.open(path, "ab") as fh:
+                await fh.write(data)
+                with contextlib.suppress(asyncssh.SFTPOpUnsupported):
+                    await fh.fsync()
+        except asyncssh.SFTPError as exc:
+            raise OSError(f"append {path}: {exc.reason}") from None
+
     async def write_bytes_atomic(self, path: str, data: bytes) -> None:
         sftp = await self._client()
         name = f".{posixpath.basename(path)}.evaldesk-tmp-{uuid.uuid4().hex[:8]}"
         tmp = posixpath.join(posixpath.dirname(path), name)
         try:
+            old = await sftp.stat(path)
+        except asyncssh.SFTPError:
+            old = None
+        try:
             async with sftp.open(tmp, "wb") as fh:
                 await fh.write(data)
+                # fsync@openssh.com where the server has it: the bytes are on disk before the rename
+                with contextlib.suppress(asyncssh.SFTPOpUnsupported):
+                    await fh.fsync()
+            if old is not None and old.permissions is not None:
+                await sftp.chmod(tmp, st_mod.S_IMODE(old.permissions))
             await sftp.posix_rename(tmp, path)
         except asyncssh.SFTPError as exc:
             with contextlib.suppress(asyncssh.SFTPError):

@@ -20,7 +20,7 @@ EXPERIMENT_KEYS = {"id", "source", "path", "state", "state_raw", "model", "bench
 TRIALS_KEYS = {"total", "valid", "errored", "running", "expected", "n_rep", "max_attempts_per_task"}
 CHECK_IDS = ["finished", "score", "traces", "valid_count", "duplicates", "error_gate", "model_name",
              "benchmark_name", "stale_rows"]
-DEDUPE_KEYS = {"id", "before", "after", "remove", "keep", "copies", "applied", "quarantine"}
+DEDUPE_KEYS = {"id", "before", "after", "remove", "keep", "copies", "applied", "quarantine", "record"}
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -130,30 +130,30 @@ def test_dedupe_dry_run_apply_and_undo(tmp_path: Path, capsys: pytest.CaptureFix
     d = duplicated_job(tmp_path).write()
     original = tree(d)
     code, out, _ = run_main(capsys, "--batch", "dedupe", "--format", "json", str(d))
-    plan = json.loads(out)
+    [plan] = json.loads(out)["plans"]
     assert set(plan) == DEDUPE_KEYS
     assert code == 1 and plan["applied"] is False and plan["quarantine"] is None
     assert plan["before"] == 12 and plan["after"] == 8 and len(plan["remove"]) == 4 and len(plan["copies"]) == 2
     assert tree(d) == original
 
     code, out, _ = run_main(capsys, "--batch", "dedupe", "--apply", "--format", "json", str(d))
-    done = json.loads(out)
+    [done] = json.loads(out)["plans"]
     assert code == 0 and done["applied"] is True and done["quarantine"].startswith(str(d))
     assert all(not (d / r).exists() for r in done["remove"] + done["copies"])
 
     code, out, _ = run_main(capsys, "--batch", "dedupe", "--format", "json", str(d))
-    again = json.loads(out)
+    [again] = json.loads(out)["plans"]
     assert code == 0 and again["before"] == again["after"] == 8 and again["remove"] == []
 
     code, out, _ = run_main(capsys, "--batch", "undo", "--format", "json", str(d))
-    assert code == 0 and len(json.loads(out)["restored"]) == 6
+    assert code == 0 and len(json.loads(out)["restored"]) == 7  # 6 dirs and the aggregate
     assert tree(d) == original
     code, out, _ = run_main(capsys, "--batch", "undo", "--format", "table", str(d))
     assert code == 0 and "nothing to undo" in out
 
     from services.core.journal import Journal
 
-    assert [e.action for e in Journal().entries()] == ["dedupe", "undo-dedupe"]
+    assert [e.action for e in Journal().entries()] == ["dedupe:apply", "dedupe:undo"]
 
 
 def test_read_only_refuses_apply(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -108,8 +108,12 @@ async def test_console_shows_remote_experiments_live_and_keeps_the_last_good_cop
 async def test_dedupe_and_undo_on_a_remote_job_through_sftp(
     ssh_server: InProcessSSHServer, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    from services.core.config import Config
     from services.core.journal import Journal
-    from services.remediations.dedupe import apply_dedupe, plan_dedupe, undo_dedupe
+    from services.remediations import registry
+    from services.remediations.base import WritePath
+    from services.remediations.dedupe import plan_dedupe
+    from services.remediations.records import records_in
 
     jobs = copy_job(tmp_path_factory, tmp_path)
     before = sorted(p.name for p in (jobs / DEV_SET).iterdir())
@@ -117,21 +121,27 @@ async def test_dedupe_and_undo_on_a_remote_job_through_sftp(
     pool = SSHPool(backoff_base_s=0.0, connect_timeout_s=5)
     src = SSHHarborSource(ssh_server.spec(), [str(jobs)], label="cluster", pool=pool, slurm=False)
     journal = Journal(tmp_path / "journal.jsonl")
+    write_path = WritePath(journal)
     try:
         exp = (await src.scan()).experiments[0]
-        plan = plan_dedupe(exp)
-        assert (plan.before, plan.after, len(plan.copies)) == (315, 300, 6)
-        done = await apply_dedupe(plan, exp, src.fs(), journal)
-        assert done.applied and done.quarantine and done.quarantine.startswith(str(jobs / DEV_SET))
+        sel = plan_dedupe(exp)
+        assert (sel.before, sel.after, len(sel.copies)) == (315, 300, 6)
+        plan = await registry.plan("dedupe", exp, src, Config())
+        assert plan.host == src.host and plan.record_dir and plan.record_dir.startswith(str(jobs / DEV_SET))
+        record = await registry.apply("dedupe", plan, exp.id, src, Config(), write_path)
+        assert record.status == "applied"
         again = (await src.scan()).experiments[0]
         assert again.counts.total == 300 and again.counts.copies == 0
         assert plan_dedupe(again).nothing_to_do  # a second run changes nothing
-        undone = await undo_dedupe(str(jobs / DEV_SET), src.fs(), journal)
-        assert len(undone.restored) == 21 and not undone.skipped
+        [found] = await records_in(src.fs(), str(jobs / DEV_SET))
+        undone = await write_path.undo(found, registry.context("dedupe", src, Config()))
+        assert undone.status == "undone"
         assert (jobs / DEV_SET / "result.json").read_bytes() == aggregate
-        after = sorted(p.name for p in (jobs / DEV_SET).iterdir() if p.name != ".evaldesk-quarantine")
-        assert after == before
-        assert [e.action for e in journal.entries()] == ["dedupe", "undo-dedupe"]
+        after = sorted(p.name for p in (jobs / DEV_SET).iterdir())
+        left = sorted(str(p.relative_to(jobs)) for p in (jobs / DEV_SET / ".evaldesk-quarantine").rglob("*")) \
+            if (jobs / DEV_SET / ".evaldesk-quarantine").exists() else []
+        assert after == before, left
+        assert [e.action for e in journal.entries()] == ["dedupe:apply", "dedupe:undo"]
     finally:
         await src.close()
         await pool.close()

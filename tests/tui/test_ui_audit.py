@@ -72,10 +72,11 @@ async def test_dedupe_preview_then_confirm_applies_and_reaudits(jobs: Path, tmp_
         assert isinstance(app.screen, AuditScreen)
         assert status_of(app, "duplicates") == "pass"
         [qdir] = quarantined(jobs)
-        manifest = json.loads((qdir / "dedupe_manifest.json").read_text())
-        assert manifest["status"] == "applied" and len(manifest["moved"]) == 21
+        record = json.loads((qdir / "record.json").read_text())
+        assert len([s for s in record["plan"]["steps"] if s["kind"] == "move"]) == 21
+        assert '"status":"applied"' in (qdir / "steps.log").read_text()
         journal = (tmp_path / "journal.jsonl").read_text().splitlines()
-        assert json.loads(journal[-1])["action"] == "dedupe"
+        assert json.loads(journal[-1])["action"] == "dedupe:apply"
         assert any("dedupe applied" in e.message for e in app.event_log)
         # the checklist shows the new state
         items = app.screen.query_one(Checklist).items

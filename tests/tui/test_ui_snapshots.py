@@ -52,7 +52,7 @@ async def at_confirm(pilot: Pilot) -> None:
     app = pilot.app  # type: ignore[attr-defined]
     checklist = app.screen.query_one(Checklist)
     checklist.highlighted = [i.id for i in checklist.items].index("duplicates")
-    app.request_dedupe(DEV_KEY)
+    await pilot.press("x")  # type: ignore[attr-defined]
     await settle(pilot, 3)
     await quiet(pilot)
 

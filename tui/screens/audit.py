@@ -10,6 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 
 from services.core.models import AuditReport, Experiment
+from services.remediations.registry import REMEDIATIONS
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
@@ -27,7 +28,6 @@ VERDICT_MEANING = {
 }
 VERDICT_STYLES = {"finalize": "bold green", "wait": "bold blue", "dedupe": "bold yellow",
                   "resume": "bold yellow", "rerun": "bold red", "investigate": "bold red"}
-RUNNABLE = {"dedupe"}
 
 
 def checklist_items(report: AuditReport) -> list[ChecklistItem]:
@@ -38,7 +38,7 @@ def checklist_items(report: AuditReport) -> list[ChecklistItem]:
             title=c.title,
             evidence=c.evidence,
             action=c.action,
-            runnable=c.remediation if c.remediation in RUNNABLE else None,
+            runnable=c.remediation if c.remediation in REMEDIATIONS else None,
         )
         for c in report.checks
     ]
@@ -119,8 +119,8 @@ class AuditScreen(Screen[None]):
         item = self.query_one(Checklist).selected_item
         if item is None:
             return
-        if item.runnable == "dedupe":
-            self.post_message(RequestPlan("dedupe", self.key))
+        if item.runnable:
+            self.post_message(RequestPlan(item.runnable, self.key))
             return
         hint = f"Recommended: {item.action}" if item.action else "Nothing to do for this check."
         self.post_message(Notice("information", item.title, f"No fix evaldesk can run here. {hint}"))
@@ -131,7 +131,7 @@ class AuditScreen(Screen[None]):
         self.action_run_remediation()
 
     def action_undo(self) -> None:
-        self.post_message(RequestPlan("undo-dedupe", self.key))
+        self.post_message(RequestPlan("undo", self.key))
 
     def action_open_trials(self) -> None:
         self.post_message(OpenView("trials", [self.key]))

@@ -9,9 +9,16 @@ from pathlib import Path
 import pytest
 
 from services.core.attempts import select_keep
+from services.core.config import Config
 from services.core.journal import Journal
 from services.core.policy import Policy
-from services.remediations.dedupe import DedupeError, apply_dedupe, plan_dedupe, undo_dedupe
+from services.harbor.source import HarborSource
+from services.remediations import registry
+from services.remediations.base import WritePath
+from services.remediations.dedupe import plan_dedupe
+from services.remediations.errors import WriteRefused
+from services.remediations.records import Plan, Record, records_in
+from services.remediations.steps import StepContext
 from services.transport.fs import LocalFS
 from tests.services.harbor.test_source import WEIRD
 from tests.support.harbor_factory import T0, JobBuilder, scan_one, tasks, tree
@@ -103,12 +110,32 @@ def test_select_keep_never_reads_reward_values(tmp_path: Path) -> None:
 
 # -- apply, idempotence, undo ---------------------------------------------------------------
 
+async def dedupe_plan(d: Path) -> Plan:
+    src = HarborSource(d)
+    exp = (await src.scan()).experiments[0]
+    return await registry.plan("dedupe", exp, src, Config())
+
+
+async def apply(d: Path, journal: Journal, plan: Plan | None = None) -> tuple[Plan, Record]:
+    src = HarborSource(d)
+    exp = (await src.scan()).experiments[0]
+    plan = plan or await registry.plan("dedupe", exp, src, Config())
+    record = await registry.apply("dedupe", plan, exp.id, src, Config(), WritePath(journal))
+    return plan, record
+
+
+async def undo_last(d: Path, journal: Journal) -> Record | None:
+    records = [r for r in await records_in(LocalFS(), str(d)) if r.status == "applied"]
+    if not records:
+        return None
+    return await WritePath(journal).undo(records[0], StepContext(LocalFS()))
+
+
 async def test_dry_run_moves_nothing(tmp_path: Path) -> None:
     d = duplicated_job(tmp_path).write()
     before = tree(d)
-    plan = plan_dedupe(scan_one(d))
-    assert plan.remove and not plan.applied
-    assert plan.preview_lines()[0].startswith("Job ")
+    plan = await dedupe_plan(d)
+    assert plan.steps and plan.preview[0].startswith("Job ")
     assert tree(d) == before
     assert not (d / ".evaldesk-quarantine").exists()
 
@@ -118,59 +145,51 @@ async def test_apply_then_rerun_then_undo(tmp_path: Path) -> None:
     original = tree(d)
     agg_before = (d / "result.json").read_bytes()
     journal = Journal(tmp_path / "journal.jsonl")
-    fs = LocalFS()
 
-    exp = scan_one(d)
-    plan = plan_dedupe(exp)
-    done = await apply_dedupe(plan, exp, fs, journal)
-    assert done.applied and done.quarantine
-    q = Path(done.quarantine)
-    assert q.parent == d / ".evaldesk-quarantine"
-    for rel in plan.remove + plan.copies:
+    plan, record = await apply(d, journal)
+    assert record.status == "applied" and all(record.done)
+    q = d / ".evaldesk-quarantine" / record.id
+    moved = plan.meta["remove"] + plan.meta["copies"]
+    for rel in moved:
         assert not (d / rel).exists(), rel
         assert (q / "trials" / rel / "result.json").exists(), rel
-    for rel in plan.keep:
+    for rel in plan.meta["keep"]:
         assert (d / rel / "result.json").exists()
-    manifest = json.loads((q / "dedupe_manifest.json").read_text())
-    assert manifest["status"] == "applied" and manifest["before"] == 12 and manifest["after"] == 8
-    assert sorted(m["from"] for m in manifest["moved"]) == sorted(plan.remove + plan.copies)
-    assert (q / "result.json.orig").read_bytes() == agg_before
+    on_disk = json.loads((q / "record.json").read_text())
+    assert on_disk["plan"]["meta"]["before"] == 12 and on_disk["plan"]["meta"]["after"] == 8
+    assert sorted(s["label"] for s in on_disk["plan"]["steps"] if s["kind"] == "move") == sorted(moved)
+    assert (q / "files" / "result.json.orig").read_bytes() == agg_before
 
     # the aggregate now describes the kept trials only
     agg = json.loads((d / "result.json").read_text())
     assert agg["stats"]["n_completed_trials"] == 8
     ev = next(iter(agg["stats"]["evals"].values()))
     assert ev["n_trials"] == 8  # every kept attempt here is scored
-    kept_names = {Path(p).name for p in plan.keep}
+    kept_names = {Path(p).name for p in plan.meta["keep"]}
     listed = {n for names in ev["reward_stats"]["reward"].values() for n in names}
     assert listed == kept_names
     assert agg["n_total_trials"] == 8 and agg["id"] == json.loads(agg_before)["id"]
 
     entries = journal.entries()
-    assert [e.action for e in entries] == ["dedupe"]
-    assert entries[0].before["attempts"] == 12 and entries[0].after["attempts"] == 8
-    assert entries[0].target == str(d)
+    assert [e.action for e in entries] == ["dedupe:apply"]
+    assert entries[0].detail["record"] == record.id and entries[0].target == str(d)
 
     # a second run reports before == after and moves nothing
     after_apply = tree(d)
-    exp2 = scan_one(d)
-    plan2 = plan_dedupe(exp2)
-    assert plan2.before == plan2.after == 8 and plan2.remove == [] and plan2.copies == []
-    again = await apply_dedupe(plan2, exp2, fs, journal)
-    assert not again.applied
+    plan2 = await dedupe_plan(d)
+    assert plan2.meta["before"] == plan2.meta["after"] == 8 and plan2.nothing_to_do
     assert tree(d) == after_apply
     assert len(journal.entries()) == 1
 
-    # undo puts every dir and the aggregate back, byte for byte
-    res = await undo_dedupe(str(d), fs, journal)
-    assert sorted(res.restored) == sorted(plan.remove + plan.copies) and not res.skipped
+    # undo puts every dir and the aggregate back, byte for byte, and tidies the quarantine away
+    undone = await undo_last(d, journal)
+    assert undone is not None and undone.status == "undone"
     assert tree(d) == original
     assert (d / "result.json").read_bytes() == agg_before
-    assert [e.action for e in journal.entries()] == ["dedupe", "undo-dedupe"]
+    assert [e.action for e in journal.entries()] == ["dedupe:apply", "dedupe:undo"]
 
-    # a second undo does nothing
-    res2 = await undo_dedupe(str(d), fs, journal)
-    assert res2.restored == [] and res2.quarantine is None and "nothing to undo" in res2.message
+    # a second undo finds nothing
+    assert await undo_last(d, journal) is None
     assert tree(d) == original
 
 
@@ -179,21 +198,20 @@ async def test_apply_refuses_a_running_job(tmp_path: Path) -> None:
     job.add("task-009", running=True)
     d = job.write()
     before = tree(d)
-    exp = scan_one(d)
-    with pytest.raises(DedupeError, match="still running"):
-        await apply_dedupe(plan_dedupe(exp), exp, LocalFS(), Journal(tmp_path / "j.jsonl"))
+    plan = await dedupe_plan(d)
+    assert plan.blocked and "still running" in plan.preview[-1]
+    with pytest.raises(WriteRefused, match="still running"):
+        await apply(d, Journal(tmp_path / "j.jsonl"), plan)
     assert tree(d) == before
 
 
 async def test_read_only_refuses_apply_and_undo(tmp_path: Path) -> None:
     d = duplicated_job(tmp_path).write()
     before = tree(d)
-    exp = scan_one(d)
     journal = Journal(tmp_path / "j.jsonl")
-    with pytest.raises(DedupeError, match="read-only"):
-        await apply_dedupe(plan_dedupe(exp), exp, LocalFS(), journal, read_only=True)
-    with pytest.raises(DedupeError, match="read-only"):
-        await undo_dedupe(str(d), LocalFS(), journal, read_only=True)
+    plan = await dedupe_plan(d)
+    with pytest.raises(WriteRefused, match="read-only"):
+        await WritePath(journal, read_only=True).apply(plan, StepContext(LocalFS()))
     assert tree(d) == before and journal.entries() == []
 
 
@@ -204,20 +222,18 @@ async def test_hostile_names_survive_moves_and_undo(tmp_path: Path) -> None:
         job.add(w, 0.0, started=T0 + timedelta(hours=1, minutes=i))  # a later duplicate
     d = job.write()
     original = tree(d)
-    exp = scan_one(d)
-    plan = plan_dedupe(exp)
-    late = sorted(t.name for t in job.trials[1::2])
-    assert sorted(plan.remove) == late
     journal = Journal(tmp_path / "j.jsonl")
-    done = await apply_dedupe(plan, exp, LocalFS(), journal)
-    q = Path(done.quarantine or "")
+    plan, record = await apply(d, journal)
+    late = sorted(t.name for t in job.trials[1::2])
+    assert sorted(plan.meta["remove"]) == late
+    q = d / ".evaldesk-quarantine" / record.id
     for name in late:
         assert (q / "trials" / name / "result.json").is_file(), name
         assert not (d / name).exists()
     assert not (tmp_path / "pwned").exists() and not (d / "pwned").exists()
     exp2 = scan_one(d)
     assert sorted(t.task_name for t in exp2.trials) == sorted(WEIRD)
-    await undo_dedupe(str(d), LocalFS(), journal)
+    await undo_last(d, journal)
     assert tree(d) == original
 
 
@@ -225,9 +241,8 @@ async def test_dedupe_leaves_a_job_the_audit_passes(tmp_path: Path) -> None:
     from services.audit.verdict import audit_experiment
 
     d = duplicated_job(tmp_path).write()
-    exp = scan_one(d)
-    assert audit_experiment(exp).verdict == "dedupe"
-    await apply_dedupe(plan_dedupe(exp), exp, LocalFS(), Journal(tmp_path / "j.jsonl"))
+    assert audit_experiment(scan_one(d)).verdict == "dedupe"
+    await apply(d, Journal(tmp_path / "j.jsonl"))
     r = audit_experiment(scan_one(d))
     assert r.check("duplicates").status == "pass"
     assert r.trials["total"] == 8 and r.trials["max_attempts_per_task"] == 2
@@ -251,15 +266,13 @@ def test_keep_count_per_task_never_exceeds_n_rep(tmp_path: Path, n_rep: int) -> 
 
 async def test_apply_refuses_a_plan_the_job_no_longer_matches(tmp_path: Path) -> None:
     d = duplicated_job(tmp_path).write()
-    plan = plan_dedupe(scan_one(d))
-    assert plan.remove
+    plan = await dedupe_plan(d)
+    assert plan.steps
     # between the preview and the confirm, another attempt of task-002 lands
-    job = duplicated_job(tmp_path / "later")
+    job = JobBuilder(tmp_path, d.name, dataset="dev_set_v2", n_attempts=2, n_total_trials=8, seed=9)
     job.add("task-002", 1.0, started=T0 + timedelta(hours=9))
-    changed = job.write()
-    before = tree(changed)
-    exp = scan_one(changed)
-    with pytest.raises(DedupeError, match="changed since this dedupe was previewed"):
-        await apply_dedupe(plan.model_copy(update={"job_path": str(changed)}), exp, LocalFS(),
-                           Journal(tmp_path / "j.jsonl"))
-    assert tree(changed) == before
+    job.write()
+    before = tree(d)
+    with pytest.raises(WriteRefused, match="changed since this dedupe was previewed"):
+        await apply(d, Journal(tmp_path / "j.jsonl"), plan)
+    assert tree(d) == before

@@ -1,0 +1,220 @@
+"""Plans and their write-ahead records: what will be done, and how far it got.
+
+A record lives in two files beside what it changed (`record.json`, written once before the
+first change; `steps.log`, one fsync'd line per step done or undone), and in this machine's
+index (`$XDG_STATE_HOME/evaldesk/records/`) so an unfinished one is found at the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from services.core.config import state_dir
+from services.remediations.steps import MAX_READ_BYTES, Step
+from services.transport.fs import JobFS
+
+QUARANTINE_DIR = ".evaldesk-quarantine"
+
+
+RECORD_FILE = "record.json"
+
+
+STEPS_LOG = "steps.log"
+
+
+RecordStatus = Literal["applying", "applied", "failed", "rolled_back", "undone"]
+
+
+FINAL: frozenset[str] = frozenset({"applied", "rolled_back", "undone"})
+
+
+def new_record_id(action: str, now: datetime | None = None, salt: str | None = None) -> str:
+    """Sortable by time, unique, and safe as a dir name. With `salt` (the plan's input hash)
+    the same plan at the same instant gets the same id, so a preview is reproducible."""
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return f"{stamp}-{action}-{(salt or uuid.uuid4().hex)[:6]}"
+
+
+class Plan(BaseModel):
+    """What a remediation will do, exactly; the same object previews, applies and undoes."""
+
+    id: str = Field(description="the record id this plan will be written under")
+    action: str
+    title: str
+    target: str = Field(description="the job dir, or what the write touches, for people")
+    host: str | None = Field(None, description="the SSH host the target lives on; None: here")
+    experiment: str | None = Field(None, description="the experiment key (source label::id)")
+    input_hash: str = Field(description="digest of everything the planner read")
+    steps: list[Step] = Field(default_factory=list)
+    preview: list[str] = Field(default_factory=list)
+    lock_dir: str | None = Field(None, description="the dir whose lock guards the target")
+    record_dir: str | None = Field(None, description="where the record lives on the target's fs; None: locally")
+    meta: dict[str, Any] = Field(default_factory=dict, description="the remediation's figures for batch JSON")
+    blocked: str | None = Field(None, description="why this plan may be previewed but not applied")
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.steps
+
+    def preview_text(self) -> str:
+        return "\n".join(self.preview)
+
+
+class Record(BaseModel):
+    """The write-ahead record: the plan, who ran it, and how far it got."""
+
+    id: str
+    action: str
+    target: str
+    host: str | None = None
+    experiment: str | None = None
+    user: str
+    machine: str
+    pid: int
+    created_at: datetime
+    status: RecordStatus = "applying"
+    done: list[bool] = Field(default_factory=list, description="per step: done (and not undone)")
+    results: dict[int, dict[str, Any]] = Field(default_factory=dict)
+    error: str | None = None
+    finished_at: datetime | None = None
+    undone_at: datetime | None = None
+    plan: Plan
+
+    @property
+    def n_done(self) -> int:
+        return sum(self.done)
+
+
+def dump_json(obj: Any) -> bytes:
+    # stdlib json: names that are not UTF-8 survive as \udcXX escapes and read back the same
+    return (json.dumps(obj, ensure_ascii=True, indent=1, default=str) + "\n").encode("ascii")
+
+
+def json_line(obj: Any) -> bytes:
+    return (json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=str) + "\n").encode("ascii")
+
+
+class RecordStore:
+    """A record's files on the target's fs: `record.json` written once, `steps.log` appended."""
+
+    def __init__(self, fs: JobFS, record_dir: str) -> None:
+        self.fs = fs
+        self.dir = record_dir
+
+    @property
+    def record_path(self) -> str:
+        return posixpath.join(self.dir, RECORD_FILE)
+
+    @property
+    def log_path(self) -> str:
+        return posixpath.join(self.dir, STEPS_LOG)
+
+    async def create(self, record: Record) -> None:
+        await self.fs.makedirs(self.dir)
+        await self.fs.write_bytes_atomic(self.record_path, dump_json(record.model_dump(mode="json")))
+
+    async def mark(self, **event: Any) -> None:
+        await self.fs.append_durable(self.log_path, json_line({"at": datetime.now(UTC).isoformat(), **event}))
+
+    async def load(self) -> Record:
+        raw = json.loads(await self.fs.read_regular(self.record_path, MAX_READ_BYTES))
+        record = Record.model_validate(raw)
+        try:
+            log = await self.fs.read_regular(self.log_path, MAX_READ_BYTES)
+        except FileNotFoundError:
+            log = b""
+        for line in log.decode("utf-8", "surrogateescape").splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue  # a torn last line after a crash: the step it marks is re-checked on disk
+            if "step" in ev and 0 <= int(ev["step"]) < len(record.done):
+                record.done[int(ev["step"])] = ev.get("state") == "done"
+                if isinstance(ev.get("result"), dict):
+                    record.results[int(ev["step"])] = ev["result"]
+            if "status" in ev:
+                record.status = ev["status"]
+                record.error = ev.get("error", record.error)
+                if ev["status"] in ("applied", "failed", "rolled_back"):
+                    record.finished_at = datetime.fromisoformat(ev["at"])
+                if ev["status"] == "undone":
+                    record.undone_at = datetime.fromisoformat(ev["at"])
+        return record
+
+
+class RecordIndex:
+    """This machine's list of records (`$XDG_STATE_HOME/evaldesk/records/`): where each lives,
+    and its last known status, so an unfinished one is found at the next start."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or state_dir() / "records"
+
+    def _path(self, record_id: str) -> Path:
+        return self.root / f"{record_id}.json"
+
+    def put(self, record: Record, location: Mapping[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        entry = {
+            "id": record.id, "action": record.action, "target": record.target, "host": record.host,
+            "experiment": record.experiment, "status": record.status, "created_at": record.created_at,
+            "n_steps": len(record.plan.steps), "n_done": record.n_done, "location": dict(location),
+        }
+        tmp = self._path(record.id).with_suffix(".tmp")
+        tmp.write_bytes(dump_json(entry))
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path(record.id))
+
+    def get(self, record_id: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self._path(record_id).read_bytes())
+        except (FileNotFoundError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def all(self) -> list[dict[str, Any]]:
+        if not self.root.exists():
+            return []
+        out = []
+        for p in sorted(self.root.glob("*.json"), reverse=True):
+            try:
+                data = json.loads(p.read_bytes())
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                out.append(data)
+        return out
+
+    def unfinished(self) -> list[dict[str, Any]]:
+        """Records a crash left applying, or a failure left half rolled back."""
+        return [e for e in self.all() if e.get("status") in ("applying", "failed")]
+
+    def find(self, prefix: str) -> dict[str, Any] | None:
+        hits = [e for e in self.all() if str(e.get("id", "")).startswith(prefix)]
+        return hits[0] if len(hits) == 1 else None
+
+
+async def records_in(fs: JobFS, job_dir: str) -> list[Record]:
+    """The records kept in a job dir's quarantine, newest first (unreadable ones skipped)."""
+    root = posixpath.join(job_dir, QUARANTINE_DIR)
+    try:
+        names = await fs.list_dir(root)
+    except OSError:
+        return []
+    out = []
+    for name in sorted(names, reverse=True):
+        store = RecordStore(fs, posixpath.join(root, name))
+        try:
+            out.append(await store.load())
+        except (OSError, ValueError):
+            continue
+    return out
