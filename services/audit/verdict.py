@@ -21,6 +21,7 @@ from services.audit.checks import (
     check_score,
     check_valid,
 )
+from services.audit.context import AuditContext, enrich
 from services.core.attempts import select_keep
 from services.core.census import Census, take_census
 from services.core.models import AuditReport, Check, Experiment, Verdict
@@ -54,9 +55,21 @@ def bias_notes(exp: Experiment, kept: Census) -> list[str]:
     return notes
 
 
-def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetime | None = None) -> AuditReport:
+def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetime | None = None,
+                     context: AuditContext | None = None) -> AuditReport:
+    """The checklist of one experiment: its backend's own checklist when it has one (a csbench
+    campaign is not a Harbor job), else the Harbor-style checks of DESIGN 3; then what the
+    context's enrichments (the leaderboard, a baseline) know about it."""
     policy = policy or Policy()
     now = now or datetime.now(UTC)
+    from services.core.registry import backend_audit
+
+    own = backend_audit(exp, policy, now)
+    report = own if own is not None else _harbor_style(exp, policy)
+    return enrich(report, exp, policy, now, context)
+
+
+def _harbor_style(exp: Experiment, policy: Policy) -> AuditReport:
     n_rep = exp.n_rep or policy.default_n_rep
     on_disk: Census | None = exp._census
     if on_disk is None or on_disk.benign != frozenset(policy.benign_exceptions):

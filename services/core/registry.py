@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from services.core.config import Config
+from services.core.models import AuditReport, Experiment
+from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
 
 # (name, module). The first is the embedded default: it opens any local path nothing else claims.
@@ -29,6 +31,7 @@ class Backend(Protocol):
 
     NAME: str
     SCHEMES: tuple[str, ...]
+    KINDS: tuple[str, ...]  # the `Experiment.source` values its sources yield
 
     def open_url(self, spec: str, config: Config) -> Source:
         """A source for `scheme://…`; raises ValueError for a malformed URL."""
@@ -50,6 +53,10 @@ class Backend(Protocol):
         """Write this backend's demo data under `root`; the paths written."""
         ...
 
+    def audit(self, exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
+        """Its own checklist for `exp`, or None for the Harbor-style checks of DESIGN 3."""
+        ...
+
 
 @cache
 def backends() -> tuple[Backend, ...]:
@@ -61,6 +68,14 @@ def backend(name: str) -> Backend:
         if name == b.NAME:
             return b
     raise KeyError(f"no backend {name!r}")
+
+
+def backend_audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
+    """The checklist of the backend that yielded `exp`, when it has its own."""
+    for b in backends():
+        if exp.source in b.KINDS:
+            return b.audit(exp, policy, now)
+    return None
 
 
 def scheme_of(spec: str) -> str | None:

@@ -8,6 +8,8 @@ from datetime import datetime
 from pathlib import Path
 
 from services.core.config import Config, HostConfig
+from services.core.models import AuditReport, Experiment
+from services.core.policy import Policy
 from services.core.source import Source
 from services.harbor.scan import find_job_dirs
 from services.harbor.source import HarborSource
@@ -16,6 +18,7 @@ from services.transport.ssh import host_config_for, host_spec, parse_ssh_url
 
 NAME = "harbor"
 SCHEMES: tuple[str, ...] = ("ssh", "harbor+ssh")
+KINDS: tuple[str, ...] = ("harbor", "harbor+ssh")
 
 
 def source_for_host(hc: HostConfig, config: Config, paths: list[str] | None = None) -> Source:
@@ -68,3 +71,7 @@ def write_demo(root: Path, now: datetime) -> list[Path]:
     from services.harbor.demo import write_demo as write
 
     return write(root, now=now)
+
+
+def audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
+    return None  # DESIGN 3's checks are Harbor's own
