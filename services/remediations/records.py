@@ -140,7 +140,11 @@ class RecordStore:
             if "step" in ev and 0 <= int(ev["step"]) < len(record.done):
                 record.done[int(ev["step"])] = ev.get("state") == "done"
                 if isinstance(ev.get("result"), dict):
-                    record.results[int(ev["step"])] = ev["result"]
+                    i = int(ev["step"])
+                    record.results[i] = ev["result"]
+                    step = record.plan.steps[i]
+                    if step.kind == "external":
+                        step.result = ev["result"]
             if "status" in ev:
                 record.status = ev["status"]
                 record.error = ev.get("error", record.error)

@@ -16,6 +16,7 @@ from typing import Protocol, cast
 from services.core.config import Config
 from services.core.models import Experiment
 from services.core.source import Source, SourceUnavailable
+from services.remediations import command as _command  # noqa: F401  (registers the `command` step)
 from services.remediations.base import Progress, WritePath
 from services.remediations.errors import WriteRefused
 from services.remediations.records import Plan, Record
