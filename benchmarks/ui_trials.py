@@ -114,6 +114,9 @@ class TrialsBenchApp(TimedApp):
     def experiment(self, key: str) -> Experiment | None:
         return self.exp
 
+    def audit(self, key: str) -> None:
+        return None
+
     def source_for(self, key: str) -> _Source:
         return _Source()
 

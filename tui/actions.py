@@ -70,13 +70,52 @@ def _sort_actions() -> list[ActionSpec]:
     ]
 
 
+def _scroll_actions(screen: str, what: str, keys_jk: bool) -> list[ActionSpec]:
+    """Arrow and page keys that scroll a dialog's text whatever control has focus (a dialog
+    focuses its safe button or its filter box, which would otherwise swallow them)."""
+    moves = [("down", "down", "Down"), ("up", "up", "Up"), ("page_down", "pagedown", "Page down"),
+             ("page_up", "pageup", "Page up")]
+    out = []
+    for move, key, label in moves:
+        if keys_jk and move in ("down", "up"):
+            key = f"{key},{'j' if move == 'down' else 'k'}"
+        out.append(ActionSpec(f"{screen}.scroll_{move}", key, f"scroll('{move}')", f"Scroll {what}: {label.lower()}",
+                              screen, show=False, palette=False, priority=True,
+                              help=f"{label}: scroll {what}"))
+    return out
+
+
+def _move_actions(screen: str) -> list[ActionSpec]:
+    """vi keys in every list (arrows, page keys, home and end work there too)."""
+    return [
+        ActionSpec(f"{screen}.cursor_down", "j", "cursor('down')", "Down", screen, show=False, palette=False,
+                   help="Next row"),
+        ActionSpec(f"{screen}.cursor_up", "k", "cursor('up')", "Up", screen, show=False, palette=False,
+                   help="Previous row"),
+        ActionSpec(f"{screen}.cursor_top", "g", "cursor('top')", "Top", screen, show=False, palette=False,
+                   help="First row"),
+        ActionSpec(f"{screen}.cursor_bottom", "G", "cursor('bottom')", "Bottom", screen, show=False, palette=False,
+                   help="Last row"),
+    ]
+
+
+def _copy_action(screen: str, what: str) -> ActionSpec:
+    return ActionSpec(f"{screen}.copy", "y", "copy", "Copy", screen, show=False,
+                      help=f"Copy {what} to the clipboard (OSC 52: works over ssh)")
+
+
 ACTIONS: tuple[ActionSpec, ...] = (
     # everywhere
     ActionSpec("app.help", "question_mark", "help", "Help", GLOBAL, key_display="?",
                help="Keys of this screen"),
     ActionSpec("app.palette", "colon", "command_palette", "Commands", GLOBAL, show=False, key_display=":",
                help="Command palette"),
+    # Textual adds its own ctrl+p only when no binding names the palette; ours does, so say it here
+    ActionSpec("app.palette_ctrl", "ctrl+p", "command_palette", "Commands", GLOBAL, show=False,
+               key_display="ctrl+p", priority=True, palette=False, help="Command palette"),
     ActionSpec("app.log", "L", "show_log", "Log", GLOBAL, show=False, help="Log of errors and notices"),
+    ActionSpec("app.quit_ctrl_c", "ctrl+c", "quit", "Quit", GLOBAL, show=False, priority=True, palette=False,
+               key_display="ctrl+c", help="Quit evaldesk"),
     ActionSpec("app.refresh", "r", "refresh", "Refresh", GLOBAL, help="Scan every source again now"),
     ActionSpec("app.pause", "p", "toggle_pause", "Pause", GLOBAL, show=False,
                help="Pause polling of every source; again to resume"),
@@ -95,7 +134,11 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("experiments.sort_reverse", "S", "sort_reverse", "Reverse", "experiments", show=False,
                help="Reverse the sort direction"),
     *_sort_actions(),
-    ActionSpec("experiments.quit", "q", "quit", "Quit", "experiments", help="Quit evaldesk"),
+    *_move_actions("experiments"),
+    _copy_action("experiments", "the selected experiment's path"),
+    ActionSpec("experiments.shell", "exclamation_mark", "shell", "Shell", "experiments", show=False,
+               key_display="!", help="Open a shell in the job dir (on its host over ssh -t for a remote source)"),
+    ActionSpec("experiments.quit", "q", "app.quit", "Quit", "experiments", help="Quit evaldesk"),
     # audit
     ActionSpec("audit.run", "x", "run_remediation", "Fix", "audit",
                help="Run the fix of the selected check (dry run first, then confirm)"),
@@ -104,11 +147,21 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("audit.undo", "u", "undo", "Undo", "audit", help="Undo the last dedupe (confirmed)"),
     ActionSpec("audit.trials", "t", "open_trials", "Trials", "audit", help="Trials of this experiment"),
     ActionSpec("audit.back", "escape", "back", "Back", "audit", key_display="esc", help="Back to the list"),
+    *_move_actions("audit"),
+    _copy_action("audit", "the experiment's path"),
     ActionSpec("audit.back_q", "q", "back", "Back", "audit", show=False, palette=False,
                help="Back to the list"),
     # trials
-    ActionSpec("trials.group", "g", "group_by_exception", "Group", "trials",
+    ActionSpec("trials.group", "E", "group_by_exception", "Group", "trials",
                help="Group attempts by exception type, with counts"),
+    *_move_actions("trials"),
+    _copy_action("trials", "the selected trial's dir"),
+    ActionSpec("trials.pager", "o", "hand_over('pager')", "Pager", "trials", show=False,
+               help="Open the shown log in $PAGER (on the host over ssh -t for a remote source)"),
+    ActionSpec("trials.editor", "e", "hand_over('editor')", "Editor", "trials", show=False,
+               help="Open the shown log in $EDITOR (vi on a remote host)"),
+    ActionSpec("trials.shell", "exclamation_mark", "hand_over('shell')", "Shell", "trials", show=False,
+               key_display="!", help="Open a shell in the trial dir (on its host over ssh -t for a remote source)"),
     ActionSpec("trials.status", "s", "cycle_status", "Status", "trials",
                help="Filter by status: all / valid / errored / running"),
     ActionSpec("trials.attempts", "a", "task_attempts", "Attempts", "trials",
@@ -143,6 +196,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("monitor.trials", "t", "open_trials", "Trials", "monitor", help="Trials of this experiment"),
     ActionSpec("monitor.audit", "a", "audit", "Audit", "monitor", help="Audit this experiment"),
     ActionSpec("monitor.back", "escape", "back", "Back", "monitor", key_display="esc", help="Back to the list"),
+    *_move_actions("monitor"),
+    _copy_action("monitor", "the selected running trial's dir"),
     ActionSpec("monitor.back_q", "q", "back", "Back", "monitor", show=False, palette=False,
                help="Back to the list"),
     # confirm dialog
@@ -150,11 +205,15 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("confirm.no", "n", "cancel", "Cancel", "confirm", help="Cancel: change nothing"),
     ActionSpec("confirm.escape", "escape", "cancel", "Cancel", "confirm", show=False, key_display="esc",
                palette=False, help="Cancel: change nothing"),
+    *_scroll_actions("confirm", "the preview", keys_jk=True),
     # help, log
     ActionSpec("help.close", "escape", "close", "Close", "help", key_display="esc", help="Close help"),
+    *_scroll_actions("help", "the keys", keys_jk=False),
     ActionSpec("log.close", "escape", "close", "Back", "log", key_display="esc", help="Back"),
     ActionSpec("log.close_q", "q", "close", "Back", "log", show=False, palette=False, help="Back"),
     ActionSpec("log.clear", "c", "clear", "Clear", "log", help="Clear the log"),
+    *_move_actions("log"),
+    _copy_action("log", "the selected message"),
 )
 
 BY_ID: dict[str, ActionSpec] = {a.id: a for a in ACTIONS}

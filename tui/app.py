@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import sys
 import time
 import traceback
@@ -21,7 +22,7 @@ from typing import Any, cast
 
 from textual import on
 from textual.app import App
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
@@ -39,6 +40,7 @@ from tui.context import LogEntry
 from tui.messages import (
     ChromeChanged,
     ClearLog,
+    HandOver,
     Notice,
     OpenView,
     PlanReady,
@@ -50,9 +52,15 @@ from tui.messages import (
     WriteDone,
 )
 from tui.palette import EvaldeskCommands
+from widgets.ids import shorten
 
 DEMO_LABEL = "demo"
 LOG_LIMIT = 500
+
+
+@dataclass
+class ScanStopped(Exception):
+    """Raised inside a scan thread when the console is closing."""
 
 
 @dataclass
@@ -139,6 +147,8 @@ class EvaldeskApp(App[int]):
         self._pending: PendingWrite | None = None
         self._writing = False
         self._write_path: WritePath | None = None
+        self._toasted: set[tuple[str, str]] = set()
+        self._closing = False
         self.keymap: dict[str, str] = dict(self.config.keys)
         self.monitor = self._make_monitor()
         if self.config.theme:
@@ -224,6 +234,10 @@ class EvaldeskApp(App[int]):
     # ---- lifecycle --------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        if self.console.color_system in ("standard", "windows"):
+            # 16 colours: the accent colours fall on red, which reads as an error; reverse video
+            # marks the cursor on every terminal
+            self.add_class("-few-colors")
         if self._requested_theme:
             if self._requested_theme in self.available_themes:
                 self.theme = self._requested_theme
@@ -332,6 +346,9 @@ class EvaldeskApp(App[int]):
 
         def progress(done: int, total: int | None, message: str) -> None:
             # called from scan threads: throttle, then hand over by message only
+            if self._closing:
+                # a scan thread cannot be cancelled from outside; leaving the console stops it here
+                raise ScanStopped
             now = time.monotonic()
             if now - last[0] < 0.1 and not (total and done >= total):
                 return
@@ -397,8 +414,16 @@ class EvaldeskApp(App[int]):
                 self._seen_source_errors.add(sig)
                 self.record("warning", err.source, f"{err.where}: {err.message}")
         for warning in message.warnings:
+            # every firing goes to the log (L); a toast only the first time a rule holds for an
+            # experiment, short, in the corner, and never over a dialog
+            seen = (warning.key or warning.id, warning.rule)
+            first = seen not in self._toasted
+            self._toasted.add(seen)
             self.record("warning", f"monitor {warning.id}"[:40],
-                        f"{warning.id}: rule {warning.rule} ({warning.title}): {warning.evidence}")
+                        f"{warning.id}: rule {warning.rule} ({warning.title}): {warning.evidence}", notify=False)
+            if first and not isinstance(self.screen, ModalScreen):
+                self.notify(f"rule {warning.rule}: {warning.title} — {shorten(warning.id, 28)} (L: log)",
+                            severity="warning", timeout=5, markup=False)
         self.last_refresh = self.now()
         self.last_scan_seconds[label] = message.seconds
         for screen in self.screen_stack:
@@ -430,6 +455,8 @@ class EvaldeskApp(App[int]):
 
     @on(Worker.StateChanged)
     def _on_worker_state(self, event: Worker.StateChanged) -> None:
+        if self._closing:
+            return  # scans stopped on the way out are not failures
         worker = event.worker
         group = worker.group or ""
         if event.state == WorkerState.ERROR:
@@ -460,6 +487,13 @@ class EvaldeskApp(App[int]):
                 header.refresh()
 
     # ---- navigation -------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        """Leave at once, even mid-scan: running scans stop at their next progress report."""
+        self._closing = True
+        for timer in self._poll_timers.values():
+            timer.stop()
+        self.exit(0)
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen
@@ -533,6 +567,33 @@ class EvaldeskApp(App[int]):
             self.open_audit(message.keys[0])
         elif message.view == "log":
             self.action_show_log()
+
+    @on(HandOver)
+    def _on_hand_over(self, message: HandOver) -> None:
+        """Give the terminal to a pager, an editor or a shell, then take it back."""
+        from tui.external import command_for, missing, run_foreground, ssh_spec_of
+
+        try:
+            spec = ssh_spec_of(self.source_for(message.key))
+        except KeyError:
+            return
+        argv, cwd = command_for(message.kind, message.path, spec)
+        why = missing(argv)
+        if why:
+            self.record("warning", message.kind, f"cannot open a {message.kind}: {why}")
+            return
+        if self.is_headless:
+            # nothing to hand the terminal to (tests): run it with no terminal at all
+            import subprocess
+
+            code = subprocess.call(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        else:
+            with self.suspend():
+                code = run_foreground(argv, cwd)
+        if code not in (0, None):
+            self.record("warning", message.kind, f"{argv[0]} exited with code {code}", notify=False)
+        self.refresh()
 
     @on(Notice)
     def _on_notice(self, message: Notice) -> None:
@@ -679,6 +740,12 @@ class EvaldeskApp(App[int]):
 def run_app(sources: list[str], config: Config, read_only: bool) -> int:
     """Entry point for the interactive console; returns the process exit code."""
     from services.core.registry import open_all
+
+    # a web driver (evaldesk serve) draws in a browser, whatever TERM says
+    if os.environ.get("TERM", "") in ("dumb", "unknown") and not os.environ.get("TEXTUAL_DRIVER"):
+        print(f"evaldesk: this terminal (TERM={os.environ.get('TERM')}) cannot draw the console; use the "
+              "headless commands instead, e.g. evaldesk --batch list SOURCE (see evaldesk --help)", file=sys.stderr)
+        return 2
 
     opened, errors = open_all(sources, config)
     if sources and not opened:

@@ -49,6 +49,11 @@ class Progress:
         self.err = err
         self._last = 0.0
 
+    def note(self, message: str) -> None:
+        """A line a person must see whatever the progress mode (it goes to stderr)."""
+        self.err.write(f"evaldesk: {message}\n")
+        self.err.flush()
+
     def __call__(self, done: int, total: int | None, message: str) -> None:
         if self.mode == "none":
             return
@@ -239,7 +244,8 @@ async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]
 def _match_trial(t: Trial, args: Any) -> bool:
     if args.status and t.status != TrialStatus(args.status):
         return False
-    return not (args.exception and t.exception_type != args.exception)
+    # exception types are class names people type from memory: case does not matter
+    return not (args.exception and (t.exception_type or "").lower() != args.exception.lower())
 
 
 def _no_exception_label(t: Trial) -> str:
@@ -251,6 +257,10 @@ def _no_exception_label(t: Trial) -> str:
 async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
                   console: Console, out: IO[str], progress: Progress) -> int:
     selected = [(e, t) for _, e in exps for t in e.trials if _match_trial(t, args)]
+    if args.exception and not selected:
+        seen = sorted({t.exception_type for _, e in exps for t in e.trials if t.exception_type})
+        progress.note(f"no trial has exception type {args.exception!r}; the types seen are: "
+                      + (", ".join(seen) or "none"))
     if fmt == "json":
         out.write(_dump({"trials": [trial_json(e, t) for e, t in selected]}) + "\n")
     elif fmt == "jsonl":

@@ -134,6 +134,10 @@ def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
     from services.core.registry import open_sources
 
     err = sys.stderr
+    if getattr(args, "format", None) not in (None, "jsonl"):
+        err.write(f"evaldesk: monitor streams JSON lines; --format {args.format} is not available for it "
+                  "(use --format jsonl, or leave --format out)\n")
+        return 2
     if not args.sources:
         err.write("evaldesk: monitor needs at least one SOURCE\n")
         return 2

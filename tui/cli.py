@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A keyboard-driven console for agentic-model evaluations. With no SOURCE it opens the "
         "sources in the config file, or the bundled demo data.",
         epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|monitor [options] SOURCE…  "
-        "Demo data: evaldesk demo [DIR].  Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable.",
+        "Demo data: evaldesk demo [DIR].  In a browser: evaldesk serve [--host H] [--port N] [SOURCE…].  "
+        "Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable.",
     )
     p.add_argument("sources", nargs="*", metavar="SOURCE",
                    help="a Harbor job dir, a folder of job dirs, or ssh://[user@]host[:port]/path")
@@ -70,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
+    if argv[:1] == ["serve"]:
+        from tui.serve import serve
+
+        return serve(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         config = load_config(args.config)

@@ -105,3 +105,14 @@ class Notice(Message):
 
 class ClearLog(Message):
     """The log of errors and notices is to be emptied."""
+
+
+class HandOver(Message):
+    """A screen asks the App to give the terminal to a pager, an editor or a shell at `path`
+    (a file, or a dir for a shell) of the experiment `key`'s source, here or on its host."""
+
+    def __init__(self, kind: str, key: str, path: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.key = key
+        self.path = path

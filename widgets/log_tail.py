@@ -41,6 +41,15 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def regex_problem(text: str) -> str | None:
+    """Why `text` is not a valid regex (it is then searched for as typed), or None."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        return str(exc)
+    return None
+
+
 def _search_pattern(text: str) -> re.Pattern[str]:
     try:
         return re.compile(text, re.IGNORECASE)
@@ -572,6 +581,10 @@ class LogTail(Vertical):
             self.view.refresh()
             self._update_status()
             return
+        problem = regex_problem(pattern)
+        if problem:
+            self.notify(f"{pattern!r} is not a valid regex ({problem}): searching for the text as typed",
+                        severity="warning", markup=False)
         self.follow = False
         view = self.view
         bottom_line = self._line_at_visual(int(view.scroll_y) + max(0, view.size.height - 1))
@@ -608,7 +621,14 @@ class LogTail(Vertical):
                 if m:
                     self._goto_match(i, m.start(), m.end())
                     return
-            self.notify(f"no match for {self._search!r} below", severity="warning")
+            # like vi: past the last match, carry on from the top of what is loaded
+            for i in range(0, min(max(0, from_line) + 1, len(lines))):
+                m = rx.search(lines[i])
+                if m:
+                    self.notify("search hit the bottom, continued from the top", timeout=2)
+                    self._goto_match(i, m.start(), m.end())
+                    return
+            self.notify(f"no match for {self._search!r} in what is loaded", severity="warning", markup=False)
         else:
             for i in range(min(from_line, len(lines) - 1), -1, -1):
                 limit = from_col if i == from_line else None
@@ -625,7 +645,13 @@ class LogTail(Vertical):
                     self._page_worker(self._generation, self.reader, self._first_offset)
                 self._update_status(extra="searching earlier …")
                 return
-            self.notify(f"no match for {self._search!r} above", severity="warning")
+            for i in range(len(lines) - 1, max(-1, from_line - 1), -1):
+                found = list(rx.finditer(lines[i]))
+                if found:
+                    self.notify("search hit the top, continued from the bottom", timeout=2)
+                    self._goto_match(i, found[-1].start(), found[-1].end())
+                    return
+            self.notify(f"no match for {self._search!r} in the file", severity="warning", markup=False)
         self.view.refresh()
         self._update_status()
 
@@ -671,7 +697,13 @@ class LogTail(Vertical):
 
     # ------------------------------------------------------------------ layout and rendering
     def _wrap_width(self) -> int:
-        return max(10, self.view.scrollable_content_region.width) if self.is_mounted else 80
+        # The room a scrollbar takes is kept free whether or not it shows: when wrapping made
+        # the log long enough for one to appear, a width taken without it lost a character at
+        # every wrap point.
+        if not self.is_mounted:
+            return 80
+        view = self.view
+        return max(10, view.size.width - view.styles.scrollbar_size_vertical)
 
     def _rebuild_wrap(self) -> None:
         if not self.wrap:
@@ -762,7 +794,7 @@ class LogTail(Vertical):
         if self.wrap:
             line_no, col = self._wrap_index[vis]
             source = self.lines[line_no] if line_no < len(self._lines) else self._partial
-            text_str = source[col: col + width]
+            text_str = source[col: col + self._wrap_width()]
             x0 = 0
         else:
             line_no, col = vis, 0

@@ -4,7 +4,7 @@ each: the evidence a person can verify and the one action it recommends."""
 from __future__ import annotations
 
 from services.core.census import Census
-from services.core.models import Check, CheckStatus, Experiment, State
+from services.core.models import AGGREGATE_UNREADABLE, Check, CheckStatus, Experiment, State
 from services.core.policy import HASH_BENCHMARK_RE, NUMERIC_MODEL_RE, Policy
 
 PASS, WARN, FAIL, SKIP = CheckStatus.pass_, CheckStatus.warn, CheckStatus.fail, CheckStatus.skip
@@ -23,6 +23,12 @@ def _bare_model(name: str | None) -> str:
 
 def check_finished(exp: Experiment) -> Check:
     title = "Job finished"
+    if exp.state == State.blocked and exp.state_raw == AGGREGATE_UNREADABLE:
+        why = next((p for p in exp.problems if p.startswith("result.json")), "result.json cannot be read")
+        return Check(id="finished", title=title, status=FAIL,
+                     evidence=f"{why}; no trial is running, so it is not a write in progress",
+                     action="rebuild the job's result.json from its trials (the original is kept)",
+                     remediation="rebuild_aggregate")
     sched = (exp.scheduler_state or "").split()[0].upper() if exp.scheduler_state else None
     if sched:
         where = f"SLURM job {exp.scheduler_job_id or '?'} is {exp.scheduler_state}"
@@ -81,10 +87,11 @@ def check_valid(exp: Experiment, policy: Policy, kept: Census, deduped: bool) ->
                      "n_total_trials in the job result",
                      action="add the benchmark to policy.benchmark_sizes in the config")
     frac = valid_kept / c.expected
-    ev = f"{valid_kept} valid of {c.expected} expected ({_pct(frac)}; n_rep {n_rep}"
+    after = " after dedupe" if deduped else ""
+    ev = f"{valid_kept} valid{after} of {c.expected} expected ({_pct(frac)}; n_rep {n_rep}"
     ev += " from the job config)" if exp.n_rep_source == "config" else ", the default: no job config)"
     if deduped:
-        ev += f"; on disk {c.valid} valid in {c.total} attempts, counted after dedupe"
+        ev += f"; on disk: {c.valid} valid of {c.total + c.running} attempts"
     if frac >= policy.valid_fraction_min:
         return Check(id="valid_count", title=title, status=PASS, evidence=ev)
     missing = c.expected - valid_kept

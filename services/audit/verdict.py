@@ -93,7 +93,9 @@ def _harbor_style(exp: Experiment, policy: Policy) -> AuditReport:
         Check(id="stale_rows", title="Stale leaderboard rows", status=SKIP, evidence="no leaderboard configured"),
     ]
     verdict: Verdict
-    if finished.status == FAIL:
+    if finished.remediation == "rebuild_aggregate":
+        verdict = "repair"
+    elif finished.status == FAIL:
         verdict = "investigate"
     elif finished.status == WARN:
         verdict = "wait"
@@ -124,6 +126,8 @@ def _harbor_style(exp: Experiment, policy: Policy) -> AuditReport:
         trials={
             "total": c.total, "valid": c.valid, "errored": c.errored, "running": c.running,
             "expected": c.expected, "n_rep": c.n_rep, "max_attempts_per_task": c.max_attempts_per_task,
+            # what check 4 and the gate count when the job still needs dedupe; None when it does not
+            "valid_after_dedupe": kept.counts.valid if deduped else None,
         },
         valid_fraction=(c.valid / c.expected) if c.expected else None,
         # the gate's own figure: after dedupe when the job still needs it (DESIGN 3, check 6)

@@ -114,3 +114,19 @@ def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
     for t in trials:
         add(t)
     return cen
+
+
+def census_words(c: TrialCounts, *, valid_after_dedupe: int | None = None) -> str:
+    """The figures of an experiment in the words every screen and report uses: valid of
+    expected, attempts on disk (staged copies apart), and the valid count dedupe would leave."""
+    expected = f"{c.expected:,}" if c.expected is not None else "?"
+    parts = [f"{c.valid:,} valid of {expected} expected"]
+    detail = [f"{c.errored:,} errored"]
+    if c.running:
+        detail.append(f"{c.running:,} running")
+    parts.append(f"{c.total + c.running:,} attempts ({', '.join(detail)})")
+    if c.copies:
+        parts.append(f"{c.copies:,} staged cop{'y' if c.copies == 1 else 'ies'}")
+    if valid_after_dedupe is not None and valid_after_dedupe != c.valid:
+        parts.append(f"{valid_after_dedupe:,} valid after dedupe")
+    return " · ".join(parts)

@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 NO_REWARD_NOR_EXCEPTION = "result.json has neither a reward nor an exception"
 
 
+# the state_raw of an experiment whose own summary (Harbor's job result.json) does not parse
+AGGREGATE_UNREADABLE = "result.json unreadable"
+
+
 class State(StrEnum):
     """The normalised state vocabulary; each source keeps its own word in `state_raw`."""
 
@@ -173,7 +177,9 @@ class Check(BaseModel):
     remediation: str | None = Field(None, description="id of a remediation evaldesk can run for this row")
 
 
-Verdict = Literal["finalize", "dedupe", "resume", "rerun", "wait", "investigate"]
+# "repair": the experiment's own summary (Harbor's job result.json) cannot be read, so nothing
+# else can be judged until it is rebuilt
+Verdict = Literal["finalize", "dedupe", "resume", "rerun", "wait", "investigate", "repair"]
 
 
 class AuditReport(BaseModel):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from services.core.attempts import earliest_key
 from services.core.census import take_census
-from services.core.models import Experiment, State, Trial
+from services.core.models import AGGREGATE_UNREADABLE, Experiment, State, Trial
 from services.core.policy import Policy
 from services.harbor.files import JobConfigFile, JobResultFile
 
@@ -274,6 +274,11 @@ def assemble_experiment(
 
     if res is not None and res.finished_at is not None:
         state, raw = State.finished, "finished"
+    elif result_bytes is not None and res is None and not counts.running:
+        # Harbor rewrites result.json on every trial start and end; with nothing running, an
+        # aggregate that does not parse is not a write in progress: nothing can say whether the
+        # job is over, what it scored or what it planned until it is rebuilt
+        state, raw = State.blocked, AGGREGATE_UNREADABLE
     elif counts.running:
         state, raw = State.running, "running"
     elif res is not None or counts.total:

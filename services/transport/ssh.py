@@ -178,6 +178,11 @@ def describe(exc: BaseException, spec: HostSpec, known_hosts: list[str] | None =
         return f"disconnected: {exc.reason}"
     if isinstance(exc, asyncssh.ChannelOpenError):
         return f"cannot open a session: {exc.reason}"
+    if isinstance(exc, FileNotFoundError) and exc.filename and str(exc.filename) in (known_hosts or []):
+        return (f"the known_hosts file {exc.filename} does not exist: add the host's key to it "
+                "(ssh-keyscan, or connect once with ssh) or name another with known_hosts for this host")
+    if isinstance(exc, OSError) and exc.filename:
+        return f"cannot read {exc.filename}: {exc.strerror or exc}"
     if isinstance(exc, OSError):
         return f"cannot connect: {exc.strerror or exc}"
     if isinstance(exc, asyncssh.Error):

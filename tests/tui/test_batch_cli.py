@@ -17,7 +17,8 @@ from tui.cli import main
 
 EXPERIMENT_KEYS = {"id", "source", "path", "state", "state_raw", "model", "benchmark", "score", "trials",
                    "valid_fraction", "error_fraction", "checks", "verdict", "notes"}
-TRIALS_KEYS = {"total", "valid", "errored", "running", "expected", "n_rep", "max_attempts_per_task"}
+TRIALS_KEYS = {"total", "valid", "errored", "running", "expected", "n_rep", "max_attempts_per_task",
+               "valid_after_dedupe"}
 CHECK_IDS = ["finished", "score", "traces", "valid_count", "duplicates", "error_gate", "model_name",
              "benchmark_name", "stale_rows"]
 DEDUPE_KEYS = {"id", "before", "after", "remove", "keep", "copies", "applied", "quarantine", "record"}

@@ -133,7 +133,7 @@ async def test_m_opens_the_monitor_with_figures_running_table_and_red_warnings(t
         assert "finished   18/30, 3 invalid errors" in figures
         assert "pass rate  44.4%  CI 24.6%–66.3%" in figures
         assert "expected   60.0% vs actual 44.4%" in figures and "tb2-reference, n=18" in figures
-        assert "throughput 1.00 / min" in figures and "ETA        12 min" in figures
+        assert "throughput 1.00/min, last 10 min" in figures and "ETA        12 min at that rate" in figures
         assert "cost       $0.18" in figures
         table = screen.query_one("#mon-running", DataTable)
         assert table.row_count == 8

@@ -60,7 +60,7 @@ async def test_status_filter_cycles_valid_errored_running(tmp_path: Path, tmp_pa
         await pilot.press("s")
         rows = shown(screen)
         assert {r[3] for r in rows} == {"errored"} and len(rows) == 12
-        assert "status=errored" in title(screen)
+        assert "status errored" in title(screen)
         await pilot.press("s")
         assert shown(screen) == []
         assert screen.table.empty_text == "no trials match"
@@ -72,7 +72,7 @@ async def test_group_by_exception_then_drill_into_a_group(tmp_path: Path, tmp_pa
     app = make_demo_app(shared_demo(tmp_path_factory), tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_trials(pilot, QWEN)
-        await pilot.press("g")
+        await pilot.press("E")
         groups = [(r[0], r[1]) for r in shown(screen)]
         assert groups == [("DaytonaError", "65"), ("EnvironmentStartTimeoutError", "20"),
                           ("(no exception)", "182")]
@@ -80,7 +80,7 @@ async def test_group_by_exception_then_drill_into_a_group(tmp_path: Path, tmp_pa
         await pilot.press("down", "enter")
         rows = shown(screen)
         assert len(rows) == 20 and {r[4] for r in rows} == {"EnvironmentStartTimeoutError"}
-        assert "outcome=EnvironmentStartTimeoutError" in title(screen)
+        assert "same failure as EnvironmentStartTimeoutError" in title(screen)
         await pilot.press("escape")
         assert len(shown(screen)) == 267
         await pilot.press("escape")  # nothing left to clear: back to the experiments
@@ -104,7 +104,7 @@ async def test_diagnose_and_same_failure_filter(tmp_path: Path, tmp_path_factory
         assert len(rows) == 12 and {r[4] for r in rows} == {"VerifierOutputParseError"}
 
         # a reward with a non-benign exception: Harbor counts the reward, the error gate counts the error
-        await pilot.press("escape", "g", "enter")  # NonZeroAgentExitCodeError, all with a reward
+        await pilot.press("escape", "E", "enter")  # NonZeroAgentExitCodeError, all with a reward
         await wait_for(pilot, lambda: screen.diagnose.info is not None
                        and screen.diagnose.info.exception_type == "NonZeroAgentExitCodeError")
         assert "invalid error" in screen.diagnose.text

@@ -57,7 +57,7 @@ def at(keys: list[str]) -> Callable[[Any], Awaitable[None]]:
 CASES = [
     ("trials_80x24", (80, 24), at(["down", "down"])),
     ("trials_errored_diagnose_80x24", (80, 24), at(["s", "s", "d"])),
-    ("trials_grouped_80x24", (80, 24), at(["g"])),
+    ("trials_grouped_80x24", (80, 24), at(["E"])),
     ("trials_errored_120x40", (120, 40), at(["s", "s"])),
 ]
 

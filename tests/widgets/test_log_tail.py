@@ -109,8 +109,10 @@ async def test_search_highlights_and_steps_with_n_and_shift_n(tmp_path: Path) ->
         assert any("010 ERROR boom" in x for x in tail.visible_lines())
         await pilot.press("n")
         assert tail.current_match[0] == 40
-        await pilot.press("n", "n")
-        assert tail.current_match[0] == 70  # nothing further down: stays
+        await pilot.press("n")
+        assert tail.current_match[0] == 70
+        await pilot.press("n")
+        assert tail.current_match[0] == 10  # past the last match: on from the top, like vi
 
 
 async def test_search_takes_a_regex_and_falls_back_to_text(tmp_path: Path) -> None:

@@ -9,12 +9,15 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 
+from services.core.census import census_words
 from services.core.models import AuditReport, Experiment
 from services.remediations.registry import REMEDIATIONS
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
+from tui.external import copy_location
 from tui.messages import Notice, OpenView, RequestPlan, SnapshotUpdated
+from tui.navigation import move
 from widgets.checklist import Checklist, ChecklistItem
 from widgets.state_badge import state_badge
 
@@ -25,9 +28,10 @@ VERDICT_MEANING = {
     "rerun": "the eval never reached the model: fix the endpoint and re-run",
     "wait": "still running: wait and audit again",
     "investigate": "something is off: read the failing checks",
+    "repair": "the job's own result.json does not parse: rebuild it from the trials (x), then audit again",
 }
 VERDICT_STYLES = {"finalize": "bold green", "wait": "bold blue", "dedupe": "bold yellow",
-                  "resume": "bold yellow", "rerun": "bold red", "investigate": "bold red"}
+                  "resume": "bold yellow", "rerun": "bold red", "investigate": "bold red", "repair": "bold red"}
 
 
 def checklist_items(report: AuditReport) -> list[ChecklistItem]:
@@ -104,12 +108,13 @@ class AuditScreen(Screen[None]):
 
     @staticmethod
     def _title(exp: Experiment, report: AuditReport) -> Text:
-        t = report.trials
-        text = Text.assemble(state_badge(exp.state.value, compact=True), " ", (exp.id, "bold"))
+        text = Text.assemble(state_badge(exp.state.value, compact=True), " ", (exp.id, "bold"), "\n")
         score = "—" if report.score is None else f"{report.score:.3f}"
-        vf = "—" if report.valid_fraction is None else f"{100 * report.valid_fraction:.1f}%"
+        after = report.trials.get("valid_after_dedupe")
         ef = "—" if report.error_fraction is None else f"{100 * report.error_fraction:.1f}%"
-        text.append(f"  score {score} · valid {t.get('valid')}/{t.get('expected')} ({vf}) · errors {ef}",
+        if after is not None:
+            ef += " after dedupe"
+        text.append(f"score {score} · {census_words(exp.counts, valid_after_dedupe=after)} · errors {ef}",
                     style="dim")
         return text
 
@@ -135,6 +140,14 @@ class AuditScreen(Screen[None]):
 
     def action_open_trials(self) -> None:
         self.post_message(OpenView("trials", [self.key]))
+
+    def action_cursor(self, how: str) -> None:
+        move(self.query_one(Checklist), how)
+
+    def action_copy(self) -> None:
+        exp = self.evaldesk.experiment(self.key)
+        if exp is not None:
+            copy_location(self, self.key, exp.path)
 
     def action_back(self) -> None:
         self.dismiss()

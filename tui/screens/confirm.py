@@ -93,6 +93,10 @@ class ConfirmScreen(ModalScreen[bool]):
         # never the confirming control: a stray enter cancels
         self.query_one("#cancel", Button).focus()
 
+    def action_scroll(self, move: str) -> None:
+        preview = self.query_one("#preview", VerticalScroll)
+        getattr(preview, f"scroll_{move}")(animate=False)
+
     def action_confirm(self) -> None:
         # the app decides (and says why); the refusal shown here is only its explanation
         why = console(self).write_refusal(self.action_name)

@@ -14,27 +14,42 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from services.core.census import census_words
 from services.core.models import AuditReport, Experiment, State
 from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
 from tui.chrome import ConsoleHeader, bar
 from tui.context import ConsoleState, console
-from tui.messages import OpenView, SnapshotUpdated
+from tui.external import copy_location
+from tui.messages import HandOver, OpenView, SnapshotUpdated
+from tui.navigation import move
+from widgets.ids import distinguishing, shorten
+from widgets.log_tail import regex_problem
 from widgets.state_badge import state_badge
 
 _HARBOR_STAMP = re.compile(r"[_-]?\d{4}-\d{2}-\d{2}__\d{2}-\d{2}-\d{2}$")
 
 
 def short_id(e: Experiment) -> str:
-    """Run dirs read <benchmark>_<model>_<timestamp>; in a narrow table the benchmark prefix and
-    the timestamp hide the one part that tells rows apart, so the compact id drops them (the
-    detail line below the table shows the full id)."""
+    """Run dirs read <benchmark>_<model>_<timestamp>; the benchmark has its own column and
+    the timestamp its own age column, so the id column keeps the part between them."""
     shown = e.id
     prefix = e.benchmark_from_dir
     if prefix and shown.startswith(prefix) and len(shown) > len(prefix) + 1:
         shown = shown[len(prefix) + 1 :]
     shown = _HARBOR_STAMP.sub("", shown)
     return shown or e.id
+
+
+def id_labels(exps: list[Experiment], width: int) -> list[str]:
+    """The id column of the rows on screen: what tells them apart, at any width (the full id
+    is in the detail line). Two runs of one model and benchmark keep their timestamps."""
+    shorts = [short_id(e) for e in exps]
+    seen: dict[str, int] = {}
+    for s in shorts:
+        seen[s] = seen.get(s, 0) + 1
+    names = [e.id if seen[s] > 1 else s for e, s in zip(exps, shorts, strict=True)]
+    return distinguishing(names, width)
 
 
 COMPACT_BELOW = 110  # columns; narrower terminals drop source/benchmark/model into the detail line
@@ -45,6 +60,7 @@ VERDICT_STYLES = {
     "resume": "yellow",
     "rerun": "bold red",
     "investigate": "bold red",
+    "repair": "bold red",
 }
 
 
@@ -125,8 +141,7 @@ class Row:
         if col == "source":
             return Text(e.source_label)
         if col == "id":
-            shown = short_id(e) if compact else e.id
-            return Text(shown if len(shown) <= width else shown[: max(1, width - 1)] + "…")
+            return Text(shorten(e.id, width))
         if col == "benchmark":
             b = e.benchmark or "—"
             return Text(b if len(b) <= width else b[: width - 1] + "…")
@@ -267,19 +282,20 @@ class ExperimentsScreen(Screen[None]):
         rendered: list[list[Text]] = []
         monitor = getattr(self.evaldesk, "monitor", None)
         for row in ordered:
-            cells = [row.cell_text(c, compact, w) for c, w in columns]
+            # the filter also sees the columns hidden at this width, and the whole id
+            plain = [row.cell_text(c, compact, 200).plain for c, _ in EXPERIMENT_COLUMNS]
+            if flt.matches(plain):
+                visible.append(row)
+        id_width = dict(columns).get("id", 20)
+        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width), strict=True):
+            cells = [Text(label) if c == "id" else row.cell_text(c, compact, w) for c, w in columns]
             if monitor is not None and monitor.warnings_for(row.key):
-                # a fake-execution rule holds (services/monitor.py): the whole row turns red
+                # a fake-execution rule holds (services/monitor/rules.py): the whole row turns red
                 for cell in cells:
                     cell.stylize("bold red")
-            # the filter also sees the columns hidden at this width
-            plain = [row.cell_text(c, compact, 200).plain for c, _ in EXPERIMENT_COLUMNS]
-            if not flt.matches(plain):
-                continue
             if flt.pattern is not None and not flt.invert:
                 for cell in cells:
                     cell.highlight_regex(flt.pattern, style="reverse")
-            visible.append(row)
             rendered.append(cells)
         self.shown = visible
         table.clear(columns=True)
@@ -308,6 +324,9 @@ class ExperimentsScreen(Screen[None]):
         if self.filter.pattern is not None:
             text.append(" · filter ", style="dim")
             text.append(self.filter.text, style="bold")
+            body = self.filter.text[1:] if self.filter.invert else self.filter.text
+            if regex_problem(body):
+                text.append(" (not a regex: matched as text)", style="yellow")
         elif not self.rows:
             text.append(" · reading sources…" if self.evaldesk.scan_state else " · none found", style="dim")
         self.query_one("#status", Static).update(text)
@@ -324,12 +343,17 @@ class ExperimentsScreen(Screen[None]):
         if e.stale_since is not None:
             age = format_age((self.evaldesk.now() - e.stale_since).total_seconds())
             line1.append(f"  STALE: last read {age} ago, the source is down", style="bold yellow")
-        line2 = Text(
-            f"{e.benchmark or '—'} · {e.model or '—'} · valid {c.valid} errored {c.errored} "
-            f"running {c.running} of {c.expected if c.expected is not None else '?'} · n_rep {c.n_rep or '?'}"
-        )
-        if c.copies:
-            line2.append(f" · {c.copies} staged copies")
+        failing = self.evaldesk.poll_failures.get(e.source_label)
+        if failing is not None:
+            # the header has room for a few words of it; the whole reason goes here
+            count, reason = failing
+            stale = line1.plain.split("  STALE", 1)[1] if "  STALE" in line1.plain else ""
+            line1 = Text.assemble((e.source_label, "bold"), " · ", (f"down ×{count}: {reason}", "bold red"))
+            if stale:
+                line1.append(f" · STALE{stale}", style="bold yellow")
+        after = row.report.trials.get("valid_after_dedupe") if row.report is not None else None
+        line2 = Text(f"{e.benchmark or '—'} · {e.model or '—'} · {census_words(c, valid_after_dedupe=after)}"
+                     f" · n_rep {c.n_rep or '?'}")
         if row.eta_s is not None:
             line2.append(f" · ETA {format_age(row.eta_s)}")
         monitor = getattr(self.evaldesk, "monitor", None)
@@ -364,6 +388,21 @@ class ExperimentsScreen(Screen[None]):
     def action_monitor(self) -> None:
         key = self.selected_key()
         self.post_message(OpenView("monitor", [key] if key else []))
+
+    def action_cursor(self, how: str) -> None:
+        move(self.query_one(DataTable), how)
+
+    def action_copy(self) -> None:
+        key = self.selected_key()
+        exp = self.evaldesk.experiment(key) if key else None
+        if key and exp is not None:
+            copy_location(self, key, exp.path)
+
+    def action_shell(self) -> None:
+        key = self.selected_key()
+        exp = self.evaldesk.experiment(key) if key else None
+        if key and exp is not None:
+            self.post_message(HandOver("shell", key, exp.path))
 
     def action_sort_by(self, col: str) -> None:
         if col == self.sort_col:

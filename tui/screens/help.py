@@ -71,7 +71,6 @@ class HelpScreen(ModalScreen[None]):
             seen.add(sig)
             where = "" if spec.screen != GLOBAL else "everywhere"
             self.entries.append((key_label(spec, keymap), spec.long, where, spec.id))
-        self.entries.append(("ctrl+p", "Command palette", "everywhere", ""))
         self.entries.append(("ctrl+q", "Quit evaldesk", "everywhere", ""))
         table = self.query_one(DataTable)
         table.add_column("key", width=7, key="key")
@@ -108,3 +107,8 @@ class HelpScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_scroll(self, move: str) -> None:
+        # the filter box keeps focus so typing filters; the arrows and pages move the list
+        table = self.query_one("#help-keys", DataTable)
+        getattr(table, f"scroll_{move}")(animate=False)

@@ -14,6 +14,7 @@ from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
 from tui.messages import ClearLog
+from tui.navigation import move
 
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "information": "green"}
 
@@ -76,6 +77,16 @@ class LogScreen(Screen[None]):
     @on(DataTable.RowHighlighted)
     def _on_highlight(self, event: DataTable.RowHighlighted) -> None:
         self._show(event.cursor_row)
+
+    def action_cursor(self, how: str) -> None:
+        move(self.query_one(DataTable), how)
+
+    def action_copy(self) -> None:
+        entries = list(reversed(self.evaldesk.event_log))
+        row = self.query_one(DataTable).cursor_row
+        if 0 <= row < len(entries):
+            self.app.copy_to_clipboard(entries[row].message)
+            self.notify("copied the message", timeout=2)
 
     def action_close(self) -> None:
         self.dismiss()

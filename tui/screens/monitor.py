@@ -9,26 +9,32 @@ snapshots it is sent while open.
 
 from __future__ import annotations
 
+import posixpath
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from services.core.models import experiment_key
+from services.core.models import Experiment, experiment_key
 from services.core.times import fmt_duration, utc_now
-from services.monitor.figures import Reading, wilson_interval
+from services.monitor.figures import Reading, Sample, wilson_interval
+from services.monitor.history import history, joined
 from services.monitor.rules import RULE_TITLES, MonitorWarning
-from services.monitor.state import ExperimentSeries, MonitorState
+from services.monitor.state import MonitorState
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
+from tui.external import copy_location
 from tui.messages import OpenView, PollingChanged, SnapshotUpdated
+from tui.navigation import move
+from widgets.ids import distinguishing
 from widgets.plots import Line, PlotData, SeriesPlot
 from widgets.state_badge import state_badge
 
@@ -72,7 +78,9 @@ def warning_lines(warnings: list[MonitorWarning], width: int) -> Text:
     return Text("\n").join(out)
 
 
-def figures_text(r: Reading, compact: bool = False) -> Text:
+def figures_text(r: Reading, compact: bool = False, window_s: float = 600.0) -> Text:
+    """The figures of the latest poll; throughput and ETA come from the trials that finished
+    in the last `window_s`, and say so."""
     t = Text()
 
     def row(label: str, value: str, style: str = "") -> None:
@@ -96,9 +104,10 @@ def figures_text(r: Reading, compact: bool = False) -> Text:
             row("", f"{al.baseline[:18]}, n={al.compared}", "dim")
     else:
         row("expected", "— (no baseline)", "dim")
-    tp = "—" if r.throughput_per_min is None else f"{r.throughput_per_min:.2f} / min"
+    window = fmt_duration(window_s)
+    tp = "—" if r.throughput_per_min is None else f"{r.throughput_per_min:.2f}/min, last {window}"
     row("throughput", tp)
-    eta = "—" if r.eta_s is None else ("done" if r.eta_s == 0 else fmt_duration(r.eta_s))
+    eta = "—" if r.eta_s is None else ("done" if r.eta_s == 0 else f"{fmt_duration(r.eta_s)} at that rate")
     row("ETA", eta)
     row("tokens", fmt_tokens(r.tokens))
     row("cost", "—" if r.cost_usd is None else f"${r.cost_usd:,.2f}")
@@ -108,23 +117,28 @@ def figures_text(r: Reading, compact: bool = False) -> Text:
     return t
 
 
-def counts_plot(series: ExperimentSeries) -> PlotData:
-    samples = list(series.samples)
+def time_axis(samples: list[Sample]) -> tuple[list[float], str]:
+    """x values before the last sample, in the unit that suits the span (a run's whole life
+    can be minutes or days)."""
+    last = samples[-1].at
+    span = last - samples[0].at
+    unit, size = ("days", 86400.0) if span > 3 * 86400 else ("hours", 3600.0) if span > 3 * 3600 else ("min", 60.0)
+    return [(s.at - last) / size for s in samples], f"{unit} before the last poll"
+
+
+def counts_plot(samples: list[Sample]) -> PlotData:
     if not samples:
         return PlotData()
-    last = samples[-1].at
-    xs = [(s.at - last) / 60.0 for s in samples]
+    xs, label = time_axis(samples)
     lines = [Line(state, [float(s.count(state)) for s in samples], color)
              for state, color in STATE_COLORS.items()]
-    return PlotData(xs=xs, lines=lines, xlabel="minutes (0 = last poll)")
+    return PlotData(xs=xs, lines=lines, xlabel=label)
 
 
-def pass_plot(series: ExperimentSeries, expected: float | None) -> PlotData:
-    samples = list(series.samples)
+def pass_plot(samples: list[Sample], expected: float | None) -> PlotData:
     if not samples:
         return PlotData()
-    last = samples[-1].at
-    xs = [(s.at - last) / 60.0 for s in samples]
+    xs, label = time_axis(samples)
     rate = [None if s.pass_rate is None else 100 * s.pass_rate for s in samples]
     lo: list[float | None] = []
     hi: list[float | None] = []
@@ -134,7 +148,14 @@ def pass_plot(series: ExperimentSeries, expected: float | None) -> PlotData:
         hi.append(100 * ci[1] if ci else None)
     lines = [Line("pass %", rate, "green"), Line("95% CI", lo, "gray"), Line("", hi, "gray")]
     hlines = [(100 * expected, "orange")] if expected is not None else []
-    return PlotData(xs=xs, lines=lines, hlines=hlines, ylim=(0, 100), xlabel="minutes")
+    return PlotData(xs=xs, lines=lines, hlines=hlines, ylim=(0, 100), xlabel=label, hline_label="expected")
+
+
+class _HistoryReady(Message):
+    def __init__(self, key: str, samples: list[Sample]) -> None:
+        super().__init__()
+        self.key = key
+        self.samples = samples
 
 
 class MonitorScreen(Screen[None]):
@@ -148,6 +169,8 @@ class MonitorScreen(Screen[None]):
         self.index = 0
         self.paused = False
         self._own: MonitorState | None = None
+        # experiment key → its life rebuilt from trial times (services/monitor/history.py)
+        self._history: dict[str, list[Sample]] = {}
 
     @property
     def paused(self) -> bool:
@@ -226,6 +249,16 @@ class MonitorScreen(Screen[None]):
         self.set_class(width < WIDE_BELOW, "-narrow")
         self.set_class(height < SHORT_BELOW, "-short")
 
+    @work(thread=True, group="monitor-history", exit_on_error=False)
+    def _rebuild_history(self, key: str, exp: Experiment) -> None:
+        samples = history(exp, self.evaldesk.now(), self.evaldesk.policy)
+        self.post_message(_HistoryReady(key, samples))
+
+    @on(_HistoryReady)
+    def _on_history(self, message: _HistoryReady) -> None:
+        self._history[message.key] = message.samples
+        self.render_monitor()
+
     # ---- drawing ------------------------------------------------------------------------
 
     def render_monitor(self) -> None:
@@ -258,11 +291,15 @@ class MonitorScreen(Screen[None]):
         head.truncate(max(10, width - 2 - len(tail.plain)), overflow="ellipsis")
         title.update(head + tail)
         self.query_one("#mon-warnings", Static).update(warning_lines(self.monitor.warnings_for(key), width))
-        self.query_one("#plot-counts", SeriesPlot).show(counts_plot(series))
+        if key not in self._history and exp is not None:
+            self._history[key] = []
+            self._rebuild_history(key, exp)
+        samples = joined(self._history.get(key, []), list(series.samples))
+        self.query_one("#plot-counts", SeriesPlot).show(counts_plot(samples))
         expected = reading.alignment.expected if reading.alignment else None
-        self.query_one("#plot-pass", SeriesPlot).show(pass_plot(series, expected))
+        self.query_one("#plot-pass", SeriesPlot).show(pass_plot(samples, expected))
         compact = width < WIDE_BELOW or (self.size.height or self.app.size.height) < SHORT_BELOW
-        self.query_one("#mon-figures", Static).update(figures_text(reading, compact))
+        self.query_one("#mon-figures", Static).update(figures_text(reading, compact, self.monitor.window_s))
         self._fill_running(reading)
 
     def _fill_running(self, reading: Reading) -> None:
@@ -280,10 +317,11 @@ class MonitorScreen(Screen[None]):
         table.clear(columns=True)
         for col, w in cols.items():
             table.add_column(col, key=col, width=w)
-        for r in reading.running:
+        names = distinguishing([r.trial_name for r in reading.running], cols["trial"])
+        for r, name in zip(reading.running, names, strict=True):
             style = "bold red" if r.path in stuck else ("yellow" if r.dispatched else "")
             cells = [
-                Text(r.trial_name, style=style, no_wrap=True, overflow="ellipsis"),
+                Text(name, style=style, no_wrap=True, overflow="ellipsis"),
                 Text(fmt_duration(r.running_s), style=style, justify="right"),
                 Text(fmt_duration(r.idle_s), style="yellow" if r.dispatched else "", justify="right"),
             ]
@@ -311,3 +349,15 @@ class MonitorScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.dismiss()
+
+    def action_cursor(self, how: str) -> None:
+        move(self.query_one("#mon-running", DataTable), how)
+
+    def action_copy(self) -> None:
+        table = self.query_one("#mon-running", DataTable)
+        exp = self.evaldesk.experiment(self.key) if self.key else None
+        if exp is None or not table.row_count:
+            self.notify("no running trial selected", severity="warning")
+            return
+        row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or ""
+        copy_location(self, self.key, posixpath.join(exp.path, row_key))

@@ -7,6 +7,7 @@ the widgets. The table is virtual (widgets/trial_table.py), so 100k attempts ope
 
 from __future__ import annotations
 
+import posixpath
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
+from services.core.census import census_words
 from services.core.diagnosis import score_effect
 from services.core.models import Experiment, Trial, TrialStatus
 from services.core.paths import UnsafePath, inside
@@ -32,8 +34,11 @@ from services.core.source import TrialFile
 from services.transport.fs import JobFS
 from tui.actions import bindings_for
 from tui.context import ConsoleState, console
-from tui.messages import SnapshotUpdated
+from tui.external import copy_location
+from tui.messages import HandOver, SnapshotUpdated
+from tui.navigation import move
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel
+from widgets.ids import shorten
 from widgets.log_tail import ErrorReader, FSReader, LogTail
 from widgets.trial_table import (
     GROUP_COLUMNS,
@@ -250,34 +255,48 @@ class TrialsScreen(Screen[None]):
             rows = [i for i in rows if statuses[i] is status]
         return rows
 
-    def _update_title(self) -> None:
-        exp = self.experiment
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if exp is None:
-            text.append(f"{self.key.split('::')[-1]}: not in the current snapshot", style="bold red")
-        else:
-            text.append(exp.id, style="bold")
-            n = self._status_counts
-            text.append(f"  {len(self.trials):,} attempts · ")
-            text.append(f"{n[TrialStatus.valid]:,} valid", style="green")
-            text.append(" · ")
-            text.append(f"{n[TrialStatus.errored]:,} errored", style="red")
-            text.append(" · ")
-            text.append(f"{n[TrialStatus.running]:,} running", style="yellow")
-        shown = []
+    def breadcrumb(self) -> list[str]:
+        """Where the table is: the experiment, then each filter or grouping in force."""
+        crumbs = ["trials"]
         if self.grouped:
-            shown.append("grouped by exception")
+            crumbs.append("grouped by exception")
         if self.status_filter is not None:
-            shown.append(f"status={self.status_filter.value}")
+            crumbs.append(f"status {self.status_filter.value}")
         if self.focus_filter is not None:
             kind, value = self.focus_filter
-            shown.append(f"{'task' if kind == 'task' else 'outcome'}={value}")
-        if shown:
-            text.append("  │ ", style="dim")
-            text.append(" · ".join(shown), style="bold")
-            if not self.grouped:
-                text.append(f" ({len(self.rows):,} shown, esc clears)", style="dim")
-        self.query_one("#trials-title", Static).update(text)
+            crumbs.append(f"task {value}" if kind == "task" else f"same failure as {value}")
+        return crumbs
+
+    def _update_title(self) -> None:
+        exp = self.experiment
+        width = max(20, (self.size.width or self.app.size.width or 80) - 2)
+        crumbs = " › ".join(self.breadcrumb())
+        line1 = Text(no_wrap=True, overflow="ellipsis")
+        if exp is None:
+            line1.append(f"{self.key.split('::')[-1]}: not in the current snapshot", style="bold red")
+        else:
+            # the crumbs always fit; the experiment id gives way
+            line1.append(shorten(exp.id, max(8, width - len(crumbs) - 3)), style="bold")
+            line1.append(" › ", style="dim")
+            line1.append(crumbs, style="bold")
+        line2 = Text(no_wrap=True, overflow="ellipsis")
+        filtered = self.grouped or self.status_filter is not None or self.focus_filter is not None
+        if filtered and not self.grouped:
+            n = Counter(self._statuses[i] for i in self.rows)
+            line2.append(f"{len(self.rows):,} of {len(self.trials):,} rows: ")
+            line2.append(f"{n[TrialStatus.valid]:,} valid", style="green")
+            line2.append(" · ")
+            line2.append(f"{n[TrialStatus.errored]:,} errored", style="red")
+            line2.append(f" · {n[TrialStatus.running]:,} running")
+            line2.append("  (esc clears)", style="dim")
+        elif self.grouped:
+            line2.append(f"{len(self.groups):,} outcomes over {len(self._filtered(with_focus=False)):,} rows"
+                         "  (enter opens one, E or esc ungroups)")
+        elif exp is not None:
+            report = self.host.audit(self.key)
+            after = report.trials.get("valid_after_dedupe") if report is not None else None
+            line2.append(census_words(exp.counts, valid_after_dedupe=after))
+        self.query_one("#trials-title", Static).update(Text("\n").join([line1, line2]))
 
     @on(SnapshotUpdated)
     def _on_snapshot(self, message: SnapshotUpdated) -> None:
@@ -514,6 +533,43 @@ class TrialsScreen(Screen[None]):
         self.set_class(False, "-show-diagnose")
         if trial is not None:
             self._open_file(trial)
+
+    def action_cursor(self, how: str) -> None:
+        # the focused list moves: the table, or the log when it has focus
+        focused = self.focused
+        if focused is None or not move(focused, how):
+            move(self.table, how)
+
+    def action_copy(self) -> None:
+        trial = self.selected_trial()
+        exp = self.experiment
+        if trial is None or exp is None:
+            self.notify("no trial selected", severity="warning")
+            return
+        copy_location(self, self.key, posixpath.join(exp.path, trial.path))
+
+    def action_hand_over(self, kind: str) -> None:
+        trial = self.selected_trial()
+        exp = self.experiment
+        if trial is None or exp is None:
+            self.notify("no trial selected", severity="warning")
+            return
+        try:
+            if kind == "shell":
+                path = inside(exp.path, trial.path)
+            else:
+                files = self.trial_files()
+                tf = files[self.file_index] if self.file_index < len(files) else None
+                if tf is None or (tf.rel.endswith("/") and not self._agent_files):
+                    self.notify("no file shown to open", severity="warning")
+                    return
+                rel = f"{tf.rel}{self._agent_files[self._agent_index % len(self._agent_files)]}" \
+                    if tf.rel.endswith("/") else tf.rel
+                path = inside(exp.path, trial.path, rel)
+        except UnsafePath as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.post_message(HandOver(kind, self.key, path))
 
     def action_search_log(self) -> None:
         self._panel = "log"
