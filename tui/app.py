@@ -148,7 +148,8 @@ class EvaldeskApp(App[int]):
         self._writing = False
         self._write_path: WritePath | None = None
         self._toasted: set[tuple[str, str]] = set()
-        self._closing = False
+        self._leaving = False
+        self.scan_count = 0
         self.keymap: dict[str, str] = dict(self.config.keys)
         self.monitor = self._make_monitor()
         if self.config.theme:
@@ -346,7 +347,7 @@ class EvaldeskApp(App[int]):
 
         def progress(done: int, total: int | None, message: str) -> None:
             # called from scan threads: throttle, then hand over by message only
-            if self._closing:
+            if self._leaving:
                 # a scan thread cannot be cancelled from outside; leaving the console stops it here
                 raise ScanStopped
             now = time.monotonic()
@@ -425,6 +426,7 @@ class EvaldeskApp(App[int]):
                 self.notify(f"rule {warning.rule}: {warning.title} — {shorten(warning.id, 28)} (L: log)",
                             severity="warning", timeout=5, markup=False)
         self.last_refresh = self.now()
+        self.scan_count += 1
         self.last_scan_seconds[label] = message.seconds
         for screen in self.screen_stack:
             screen.post_message(SnapshotUpdated(snap))
@@ -455,7 +457,7 @@ class EvaldeskApp(App[int]):
 
     @on(Worker.StateChanged)
     def _on_worker_state(self, event: Worker.StateChanged) -> None:
-        if self._closing:
+        if self._leaving:
             return  # scans stopped on the way out are not failures
         worker = event.worker
         group = worker.group or ""
@@ -490,7 +492,7 @@ class EvaldeskApp(App[int]):
 
     async def action_quit(self) -> None:
         """Leave at once, even mid-scan: running scans stop at their next progress report."""
-        self._closing = True
+        self._leaving = True
         for timer in self._poll_timers.values():
             timer.stop()
         self.exit(0)
