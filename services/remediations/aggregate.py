@@ -38,7 +38,8 @@ def rebuilt(exp: Experiment) -> dict[str, Any]:
         "started_at": _iso(min(starts, default=None)),
         "updated_at": _iso(max(ends, default=None)),
         "finished_at": None if running else _iso(max(ends, default=None)),
-        "n_total_trials": exp.planned_trials or exp.counts.expected,
+        # the planned count is the job's own figure; a guess from the benchmark size is not written down
+        "n_total_trials": exp.planned_trials,
         "stats": job_stats(trials, exp.counts.expected),
         "rebuilt_by": "evaldesk, from the trial dirs: the original did not parse",
     }
@@ -62,8 +63,8 @@ async def plan_for(exp: Experiment, source: Source, config: Config, now: datetim
     c = exp.counts
     preview = [
         f"Job {exp.id}: its result.json does not parse. Rebuild it from the {c.total + c.running} trial dirs:",
-        f"  stats from the trials ({c.valid} valid, {c.errored} errored), n_total_trials "
-        f"{exp.planned_trials or c.expected or 'unknown'}, start and finish times from the trials.",
+        f"  stats from the trials ({c.valid} valid, {c.errored} errored), start and finish times from the"
+        " trials; n_total_trials is left unset (only Harbor knows what it planned).",
         f"The unreadable original is kept at {QUARANTINE_DIR}/{record_id}/files/result.json.orig; undo puts it back.",
     ]
     return Plan(

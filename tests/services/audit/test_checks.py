@@ -39,7 +39,7 @@ def test_healthy_job_is_finalized(tmp_path: Path) -> None:
         "finished": PASS, "score": PASS, "traces": SKIP, "valid_count": PASS, "duplicates": PASS,
         "error_gate": PASS, "model_name": PASS, "benchmark_name": PASS, "stale_rows": SKIP}
     assert r.trials == {"total": 30, "valid": 30, "errored": 0, "running": 0, "expected": 30, "n_rep": 3,
-                        "max_attempts_per_task": 3}
+                        "max_attempts_per_task": 3, "valid_after_dedupe": None}
     assert r.valid_fraction == 1.0 and r.error_fraction == 0.0
 
 

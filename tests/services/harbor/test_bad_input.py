@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.audit.verdict import audit_experiment
-from services.core.models import TrialStatus
+from services.core.models import AGGREGATE_UNREADABLE, TrialStatus
 from services.harbor.files import parse_trial
 from tests.support.harbor_factory import JobBuilder, healthy_job, scan_one
 from tui.cli import main
@@ -48,7 +48,10 @@ def test_bad_job_result_is_a_problem_not_a_crash(tmp_path: Path, job_result: byt
     assert exp.counts.total == 3 and exp.score is None
     assert exp.counts.expected is None or exp.counts.expected > 0
     r = audit_experiment(exp)
-    assert r.verdict in ("investigate", "wait", "resume", "finalize")
+    if exp.state_raw == AGGREGATE_UNREADABLE:
+        assert r.verdict == "repair" and r.check("finished").remediation == "rebuild_aggregate"
+    else:
+        assert r.verdict in ("investigate", "wait", "resume", "finalize")
     if job_result not in (b'{"stats": {"evals": {"k": {"metrics": [{"mean": "0.5"}]}}}}',):
         assert exp.problems
 
