@@ -315,7 +315,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     _raw: bytes = b""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:  # the request line only: never a header, so never a key
             sys.stderr.write(f"leaderboard_dev: {self.address_string()} {format % args}\n")
 
@@ -463,8 +463,8 @@ class Handler(BaseHTTPRequestHandler):
                         stmt += sql.SQL(" ON CONFLICT ({}) DO NOTHING").format(
                             sql.SQL(", ").join(sql.Identifier(c) for c in target))
                     else:
-                        sets = sql.SQL(", ").join(sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
-                                                  for c in cols)
+                        sets = sql.SQL(", ").join(
+                            sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c)) for c in cols)
                         stmt += sql.SQL(" ON CONFLICT ({}) DO UPDATE SET {}").format(
                             sql.SQL(", ").join(sql.Identifier(c) for c in target), sets)
                 rows = self._write(conn, table, stmt, [json.dumps(rows_in)])
@@ -494,7 +494,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _write(self, conn: psycopg.Connection[Any], table: Table, stmt: sql.Composable,
                params: list[Any]) -> list[Any]:
-        wrapped = sql.SQL("WITH _w AS ({} RETURNING {}.*) SELECT coalesce(json_agg(_w), '[]'::json)::text FROM _w").format(
+        wrapped = sql.SQL(
+            "WITH _w AS ({} RETURNING {}.*) SELECT coalesce(json_agg(_w), '[]'::json)::text FROM _w").format(
             stmt, sql.Identifier(table.name))
         row = conn.execute(wrapped, params).fetchone()
         conn.commit()
