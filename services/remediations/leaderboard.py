@@ -353,8 +353,9 @@ class Deregister(LeaderboardRemediation):
             blocked = "the run passes the valid count and the error gate: its row is not a partial"
         row = rows[0]
         blocked = blocked or why_not(row, r.usernames, m.pair_rows)
-        usage = await r.client.select("usage", eq={"job_id": row.id}) if not blocked else []
-        steps = [] if blocked else _job_delete_steps(usage, row)
+        usage = await r.client.select("usage", eq={"job_id": row.id})
+        # a blocked plan keeps its steps: the dialog shows what would run, and why it will not
+        steps = _job_delete_steps(usage, row)
         inputs.append(usage)
         preview = [f"De-register one row: {row.brief()}",
                    f"  {len(usage)} usage row(s) of it are deleted first; the row and its usage rows can be put "
