@@ -61,7 +61,9 @@ class HubClient:
             remember_secret(token)
         self._token = token
         from huggingface_hub import HfApi
+        from huggingface_hub.utils import logging as hf_logging
 
+        hf_logging.set_verbosity_error()  # its retry chatter would reach the console's terminal
         self._api = HfApi(endpoint=self.endpoint, token=token or False)
 
     @classmethod
@@ -93,12 +95,9 @@ class HubClient:
             raise TracesError(f"{what}: {type(exc).__name__}: {first}") from None
 
     async def status(self, repo_id: str) -> TraceStatus:
-        from huggingface_hub.errors import RepositoryNotFoundError
-
         def run() -> TraceStatus:
-            try:
-                files = self._api.list_repo_files(repo_id, repo_type="dataset")
-            except RepositoryNotFoundError:
+            files = self._siblings(repo_id)
+            if files is None:
                 return TraceStatus(repo_id=repo_id, exists=False, n_files=0)
             data = [f for f in files if not f.startswith(".") and f not in ("README.md",)]
             return TraceStatus(repo_id=repo_id, exists=True, n_files=len(data))
@@ -108,17 +107,19 @@ class HubClient:
         except TracesError as exc:
             return TraceStatus(repo_id=repo_id, error=str(exc))
 
-    async def files(self, repo_id: str) -> list[str] | None:
-        """The dataset's files, None when it does not exist."""
+    def _siblings(self, repo_id: str) -> list[str] | None:
+        # dataset_info is one request (list_repo_files retries for ~20 s on a refused connection)
         from huggingface_hub.errors import RepositoryNotFoundError
 
-        def run() -> list[str] | None:
-            try:
-                return list(self._api.list_repo_files(repo_id, repo_type="dataset"))
-            except RepositoryNotFoundError:
-                return None
+        try:
+            info = self._api.dataset_info(repo_id, timeout=self.timeout_s)
+        except RepositoryNotFoundError:
+            return None
+        return [s.rfilename for s in (info.siblings or [])]
 
-        return await self._call(f"reading dataset {repo_id}", run)
+    async def files(self, repo_id: str) -> list[str] | None:
+        """The dataset's files, None when it does not exist."""
+        return await self._call(f"reading dataset {repo_id}", lambda: self._siblings(repo_id))
 
     async def upload(self, repo_id: str, local: Path, path_in_repo: str, message: str) -> str:
         """Create the dataset if needed and commit one file; returns the commit id."""
