@@ -30,11 +30,24 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     secrets_env(monkeypatch)
 
 
-@pytest.fixture
-def demo(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Path:
-    """A private copy of the demo jobs (remediations move and write things)."""
-    import shutil
+class Jobs:
+    """A private folder of demo jobs, each copied in when a test first needs it (remediations
+    move and write things; copying all six costs seconds on a busy disk)."""
 
-    dest = tmp_path / "jobs"
-    shutil.copytree(shared_demo(tmp_path_factory), dest, symlinks=True)
-    return dest
+    def __init__(self, shared: Path, root: Path) -> None:
+        self.shared = shared
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def need(self, *jobs: str) -> Path:
+        import subprocess
+
+        for job in jobs:
+            if not (self.root / job).exists():
+                subprocess.run(["cp", "-a", str(self.shared / job), str(self.root / job)], check=True)
+        return self.root
+
+
+@pytest.fixture
+def demo(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Jobs:
+    return Jobs(shared_demo(tmp_path_factory), tmp_path / "jobs")
