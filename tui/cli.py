@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
-    args = build_parser().parse_args(argv)
+    # intermixed: `fix CHECK_ID --apply SOURCE` puts an option between positionals
+    args = build_parser().parse_intermixed_args(argv)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,9 +20,9 @@ from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
 from services.remediations.records import Plan, Record
 from services.remediations.steps import StepContext
-from tests.services.leaderboard.conftest import Jobs
 from tests.support.hub_server import HubServer
 from tests.support.leaderboard import ME, SECRET_KEY, SECRET_TOKEN, Leaderboard, config_for
+from tests.support.leaderboard_fixtures import Jobs
 
 HEALTHY = "terminal_bench_2_laion-OpenThinker-Agent-8B_2026-11-19__12-00-00"
 SHORT = "terminal_bench_2_laion-Qwen3-32B-agentic_2026-11-19__09-15-00"
@@ -164,7 +163,8 @@ async def test_repoint_model_deletes_the_bogus_model_only_when_unreferenced(worl
 
 async def test_repoint_model_keeps_a_model_another_user_references(world: World) -> None:
     lb = world.lb
-    lb.execute("UPDATE sandbox_jobs SET model_id = %s WHERE id = %s", (lb.ids["model_numeric"], lb.ids["job_other_hash"]))
+    lb.execute("UPDATE sandbox_jobs SET model_id = %s WHERE id = %s",
+               (lb.ids["model_numeric"], lb.ids["job_other_hash"]))
     world.others_before = lb.others_rows()
     plan, _ = await world.apply("repoint_model", NUMERIC)
     assert "keep model '1774950145766573': still referenced by 1 job row(s) (colleague)" in "\n".join(plan.preview)
@@ -222,6 +222,7 @@ async def test_upload_traces_streams_last_episodes_then_links_the_row(world: Wor
     await world.apply("register", HEALTHY)
     score_before = lb.sql("SELECT score FROM sandbox_jobs WHERE job_name = %s", (HEALTHY,))
     plan, record = await world.apply("upload_traces", HEALTHY)
+    assert [s.kind for s in plan.steps] == ["external", "external"]
     repo = f"evals/{HEALTHY}-traces"
     data = world.hub.repos[repo].files["data/traces.jsonl"].decode().splitlines()
     assert len(data) == 267
@@ -246,6 +247,7 @@ async def test_free_disk_only_after_upload_and_registration(world: World) -> Non
     assert "traces" in ((await world.plan("free_disk", HEALTHY)).blocked or "")
     await world.apply("upload_traces", HEALTHY)
     plan, record = await world.apply("free_disk", HEALTHY)
+    assert plan.lock_dir == str(demo)
     assert not (demo / HEALTHY).exists()
     moved = Path(plan.meta["moved_to"])
     assert moved.is_dir() and ".evaldesk-quarantine" in str(moved)  # a move, never a delete
@@ -260,7 +262,7 @@ async def test_http_500_mid_plan_rolls_back_and_says_so(world: World) -> None:
     with pytest.raises(StepFailed) as failed:
         await registry.apply("deregister", plan, SHORT, world.source, world.config, world.write_path)
     msg = str(failed.value)
-    assert "step 2 of 2" in msg and "500" not in msg or "XX000" in msg
+    assert "step 2 of 2" in msg and "injected server error" in msg
     assert "put back" in msg
     assert lb.job("job_partial") is not None
     assert len(lb.sql("SELECT * FROM sandbox_trial_model_usage WHERE job_id = %s", (lb.ids["job_partial"],))) == 1
