@@ -723,6 +723,8 @@ class EvaldeskApp(App[int]):
         self.record("information", message.action, message.summary)
         if not message.rescan:
             return
+        if self.leaderboard_view is not None:
+            self._read_leaderboard()  # a leaderboard write shows in the next audit
         src = self._sources_by_label.get(message.key.split("::", 1)[0])
         if src is not None:
             # the audit re-runs on the new files as part of the scan
