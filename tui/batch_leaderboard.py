@@ -157,19 +157,41 @@ def journal_rows(entries: list[JournalEntry]) -> list[dict[str, Any]]:
             before, after = res.get("before"), res.get("after")
             if event == "undo":
                 before, after = after, before
-            rows.append({**base, "target": f"{res.get('table')} {json.dumps(res.get('target'), sort_keys=True)}",
+            key = res.get("target") or {}
+            where = " ".join(f"{k}={_short(v)}" for k, v in sorted(key.items())) if isinstance(key, dict) else key
+            rows.append({**base, "target": f"{res.get('table')} {where}",
                          "op": res.get("op"), "before": before, "after": after})
     return rows
 
 
-def _brief(value: Any) -> str:
+SHOWN = ("id", "username", "status", "score", "trace_url", "name", "task_name", "job_id", "model_id",
+         "benchmark_id")
+
+
+def _short(v: Any) -> str:
+    text = str(v)
+    # ids are uuids: their first 8 characters name a row on screen, as everywhere else
+    return text[:8] if len(text) == 36 and text.count("-") == 4 else text
+
+
+def _brief(value: Any, other: Any = None) -> str:
+    """A row list in a line: key fields only, and for an update only the fields it changed."""
     if value in (None, [], {}):
         return "-"
     if isinstance(value, list) and all(isinstance(v, dict) for v in value):
-        return "; ".join(", ".join(f"{k}={v}" for k, v in row.items() if k in (
-            "id", "username", "status", "score", "trace_url", "model_id", "benchmark_id", "name", "task_name",
-            "job_id")) for row in value)
+        changed: set[str] = set()
+        if isinstance(other, list) and len(other) == len(value) == 1:
+            changed = {k for k in value[0] if value[0].get(k) != other[0].get(k)}
+        rows = []
+        for row in value:
+            keys = ["id", *sorted(changed - {"id"})] if changed else [k for k in SHOWN if k in row]
+            rows.append(" ".join(f"{k}={_short(row.get(k))}" for k in keys if k in row))
+        return "; ".join(rows)
     return json.dumps(value, default=str)
+
+
+def _target(row: dict[str, Any]) -> str:
+    return str(row["target"])
 
 
 def run_journal(args: Any, config: Config, fmt: str, console: Console, out: IO[str], err: IO[str]) -> int:
@@ -194,9 +216,9 @@ def run_journal(args: Any, config: Config, fmt: str, console: Console, out: IO[s
         for col in ("when", "user", "action", "target", "before", "after", "record"):
             t.add_column(col, overflow="fold")
         for r in rows:
-            t.add_row(r["at"][:19], r["user"], f"{r['action']}:{r['event'] or ''}" + (f" {r['op']}" if r.get("op")
-                      else ""), redact(str(r["target"])), redact(_brief(r["before"])), redact(_brief(r["after"])),
-                      str(r["record"] or ""))
+            what = f"{r['action']}:{r['event'] or ''}" + (f" {r['op']}" if r.get("op") else "")
+            t.add_row(r["at"][:19], r["user"], what, redact(_target(r)), redact(_brief(r["before"], r["after"])),
+                      redact(_brief(r["after"], r["before"])), str(r["record"] or ""))
         console.print(t)
     return EXIT_OK
 
