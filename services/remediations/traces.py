@@ -17,6 +17,7 @@ import os
 import posixpath
 import tempfile
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from services.core.config import Config, state_dir
@@ -67,8 +68,6 @@ class UploadHandler:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 n = await write_last_episodes(ctx.fs, exp, out, ctx.resources.get("on_progress"))
             size = os.path.getsize(tmp)
-            from pathlib import Path
-
             commit = await hub.upload(step.args["repo_id"], Path(tmp), step.args["path_in_repo"],
                                       f"evaldesk: last episode of each trial of {exp.id}")
         finally:

@@ -1,4 +1,4 @@
-"""A real leaderboard for tests: a throwaway PostgreSQL cluster (one per test session), a fresh
+"""A real leaderboard for tests: a throwaway PostgreSQL cluster (one per test run), a fresh
 database per test with the DESIGN 8 schema and the demo rows, and `scripts/leaderboard_dev.py`
 serving it over HTTP with fault injection on. Tests read PostgreSQL directly (psycopg) to
 check what changed — never through the API under test.
@@ -54,7 +54,7 @@ _cluster: Any = None
 
 
 def cluster() -> Any:
-    """The session's PostgreSQL cluster (started once, stopped at exit)."""
+    """The test run's PostgreSQL cluster (started once, stopped at exit)."""
     global _cluster
     if _cluster is not None:
         return _cluster
@@ -130,7 +130,7 @@ class Leaderboard:
 
 
 def start_leaderboard(seeded_at: datetime) -> Iterator[Leaderboard]:
-    """A fresh database in the session's cluster, seeded, served over HTTP."""
+    """A fresh database in the test run's cluster, seeded, served over HTTP."""
     import psycopg
 
     c = cluster()
