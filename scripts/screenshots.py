@@ -7,6 +7,10 @@ screen by adding a line to CAPTURES. The clock is fixed to the demo's, so captur
 change when the console does.
 
     python scripts/screenshots.py [--out screenshots] [--only audit,confirm] [--no-png]
+    python scripts/screenshots.py --leaderboard http://127.0.0.1:54321 --me alice --only audit-leaderboard
+
+With --leaderboard (a local one: scripts/leaderboard_dev.py --init DIR --me NAME) it also
+captures the audit of the demo's numeric-model run with the leaderboard's findings.
 """
 
 from __future__ import annotations
@@ -56,13 +60,23 @@ async def settle(pilot: object) -> None:
         await pilot.pause()  # type: ignore[attr-defined]
 
 
+LEADERBOARD_JOB = "terminal_bench_2_1774950145766573_2026-11-19__11-20-00"
+
+
 async def capture(jobs: Path, state: Path, name: str, keys: list[str], size: tuple[int, int],
-                  out: Path, png: bool) -> Path:
+                  out: Path, png: bool, leaderboard: dict[str, object] | None = None) -> Path:
     config = Config(journal_path=str(state / "journal.jsonl"))
+    if leaderboard:
+        config = Config.model_validate({"journal_path": str(state / "journal.jsonl"), **leaderboard})
     app = EvaldeskApp([HarborSource(jobs, config.policy, label="demo")], config, read_only=False,
                       now=DEMO_NOW + timedelta(minutes=5), poll=False, cursor_blink=False)
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
+        if leaderboard:
+            for _ in range(3):  # the leaderboard is read after the first scan, then the audit re-made
+                await settle(pilot)
+            app.open_audit(f"demo::{LEADERBOARD_JOB}")
+            await settle(pilot)
         for key in keys:
             await pilot.press(key)
             await settle(pilot)
@@ -83,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "screenshots"))
     parser.add_argument("--only", default="", help="comma-separated capture names")
     parser.add_argument("--no-png", action="store_true")
+    parser.add_argument("--leaderboard", metavar="URL", help="also capture the audit with this leaderboard's findings")
+    parser.add_argument("--me", default=os.environ.get("USER") or "me", help="--leaderboard: whose rows are yours")
     args = parser.parse_args(argv)
     os.environ["TZ"] = "UTC"
     time.tzset()
@@ -92,14 +108,21 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         jobs = Path(tmp) / "jobs"
         write_demo(jobs)
-        for name, keys, needs in CAPTURES:
+        captures: list[tuple[str, list[str], str | None]] = list(CAPTURES)
+        lb: dict[str, object] | None = None
+        if args.leaderboard:
+            os.environ.setdefault("SUPABASE_KEY", "local-dev-key")
+            lb = {"usernames": [args.me], "leaderboard": {"url": args.leaderboard}}
+            captures.append(("audit-leaderboard", [], None))
+        for name, keys, needs in captures:
             if only and name not in only:
                 continue
             if needs and importlib.util.find_spec(needs) is None:
                 print(f"skip {name}: {needs} is not in this build")
                 continue
             for size in SIZES:
-                svg = asyncio.run(capture(jobs, Path(tmp), name, keys, size, out, not args.no_png))
+                svg = asyncio.run(capture(jobs, Path(tmp), name, keys, size, out, not args.no_png,
+                                          lb if name == "audit-leaderboard" else None))
                 print(f"wrote {svg.relative_to(out.parent) if svg.is_relative_to(out.parent) else svg}")
     return 0
 

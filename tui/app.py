@@ -37,6 +37,7 @@ from services.remediations.errors import StepFailed, WriteRefused
 from services.remediations.records import Plan, Record
 from tui.actions import GLOBAL, bindings_for
 from tui.context import LogEntry
+from tui.leaderboard_poll import AuditsRefreshed, LeaderboardRead
 from tui.messages import (
     ChromeChanged,
     ClearLog,
@@ -150,6 +151,7 @@ class EvaldeskApp(App[int]):
         self._toasted: set[tuple[str, str]] = set()
         self._leaving = False
         self.scan_count = 0
+        self.leaderboard_view: Any = None  # services.leaderboard.rows.LeaderboardView once read
         self.keymap: dict[str, str] = dict(self.config.keys)
         self.monitor = self._make_monitor()
         if self.config.theme:
@@ -231,6 +233,15 @@ class EvaldeskApp(App[int]):
     def refresh_sources(self, force: bool = True) -> None:
         for src in self.sources:
             self._start_scan(src, force)
+        if self.leaderboard_view is not None:
+            self._read_leaderboard()
+
+    def _read_leaderboard(self) -> None:
+        from tui.leaderboard_poll import configured, read
+
+        if configured(self):
+            self.run_worker(read(self), name="leaderboard read", group="leaderboard", exclusive=True,
+                            exit_on_error=False, description="leaderboard read")
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -371,12 +382,14 @@ class EvaldeskApp(App[int]):
 
     def _audit_all(self, snapshot: Snapshot) -> dict[str, object]:
         from services.audit.verdict import audit_experiment
+        from services.leaderboard.view import audit_context
 
         out: dict[str, object] = {}
         now = self.now()
+        context = audit_context(self.leaderboard_view, self.config)
         for exp in snapshot.experiments:
             try:
-                out[experiment_key(exp)] = audit_experiment(exp, self.policy, now)
+                out[experiment_key(exp)] = audit_experiment(exp, self.policy, now, context)
             except Exception as exc:  # one odd job must not hide the others
                 out[experiment_key(exp)] = exc
         return out
@@ -436,6 +449,8 @@ class EvaldeskApp(App[int]):
             self._scan_failed(label, snap.errors[0].message)
         else:
             self._scan_ok(label)
+        if self.leaderboard_view is None and "leaderboard" not in self.poll_failures:
+            self._read_leaderboard()  # the first read waits for experiments to match rows to
         # 100k parsed trials stay alive between scans; a full cyclic GC over them stalls a key
         # press by ~0.5 s, so what exists now is moved out of the collector's generations
         gc.freeze()
@@ -452,6 +467,39 @@ class EvaldeskApp(App[int]):
                 self._start_scan(src, force=False)
                 return
         self._arm(label)
+
+    # ---- the leaderboard: polled on its own interval, it re-audits; down means stale, never blocking
+
+    @on(LeaderboardRead)
+    def _on_leaderboard_read(self, message: LeaderboardRead) -> None:
+        from tui.leaderboard_poll import LABEL, reaudit
+
+        self.leaderboard_view = message.view
+        if message.view.error:
+            self._scan_failed(LABEL, message.view.error)
+        else:
+            self._scan_ok(LABEL)
+        self.run_worker(reaudit(self), name="re-audit", group="reaudit", exclusive=True, exit_on_error=False,
+                        description="audit with the leaderboard")
+        old = self._poll_timers.pop(LABEL, None)
+        if old is not None:
+            old.stop()
+        if self.poll and not self.paused:
+            from services.monitor.poller import backoff_delay
+
+            delay = backoff_delay(self.config.leaderboard.poll_interval_s, self.poll_failures.get(LABEL, (0, ""))[0])
+            self.next_poll_in[LABEL] = delay
+            self._poll_timers[LABEL] = self.set_timer(delay, self._read_leaderboard)
+        self._chrome_changed()
+
+    @on(AuditsRefreshed)
+    def _on_audits_refreshed(self, message: AuditsRefreshed) -> None:
+        for key, report in message.audits.items():
+            if isinstance(report, AuditReport) and key in self._experiments:
+                self.audits[key] = report
+        for snap in self.snapshots.values():
+            for screen in self.screen_stack:
+                screen.post_message(SnapshotUpdated(snap))
 
     # ---- the one worker-failure handler -------------------------------------------------
 
@@ -645,6 +693,11 @@ class EvaldeskApp(App[int]):
 
         source = self.source_for(key)
         records = [r for r in await records_in(source.fs(), exp.path) if r.status == "applied"]
+        from tui.batch_leaderboard import local_records
+
+        # leaderboard writes keep their records on this machine: the newest write of either kind
+        records = sorted(records + await local_records(self.write_path, key), key=lambda r: r.created_at,
+                         reverse=True)
         if not records:
             self.post_message(WriteDone("undo", key, f"{exp.id}: nothing to undo (no applied write in its "
                                         "quarantine)", rescan=False))
@@ -681,7 +734,7 @@ class EvaldeskApp(App[int]):
                 self.record("information", message.action, lines[0] if lines else f"nothing to {message.action}")
                 return
             title, confirm = plan.title, f"Apply {len(plan.steps)} step(s)"
-            refusal = self.write_refusal(message.action)
+            refusal = self.write_refusal(message.action) or plan.blocked
         self._pending = PendingWrite(message.action, message.key, message.payload, lines)
         self.push_screen(
             ConfirmScreen(title, lines, confirm_label=confirm, action=message.action, refusal=refusal),
@@ -733,6 +786,8 @@ class EvaldeskApp(App[int]):
         self.record("information", message.action, message.summary)
         if not message.rescan:
             return
+        if self.leaderboard_view is not None:
+            self._read_leaderboard()  # a leaderboard write shows in the next audit
         src = self._sources_by_label.get(message.key.split("::", 1)[0])
         if src is not None:
             # the audit re-runs on the new files as part of the scan

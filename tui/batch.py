@@ -19,6 +19,7 @@ from typing import IO, Any
 from rich.console import Console
 from rich.table import Table
 
+from services.audit.context import AuditContext
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
 from services.core.journal import Journal
@@ -129,7 +130,7 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
     console = Console(file=out, width=width, no_color=not out.isatty())
     cmd = args.command
-    if cmd == "dedupe" and args.apply and read_only:
+    if cmd in ("dedupe", "fix") and args.apply and read_only:
         err.write("evaldesk: --apply refused: read-only mode is on (--read-only or read_only = true in config)\n")
         return EXIT_USAGE
     if cmd == "undo" and read_only:
@@ -164,6 +165,23 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
     cmd = args.command
     if cmd == "undo":
         return await _undo(args, config, fmt, out)
+    if cmd == "journal":
+        from tui.batch_leaderboard import run_journal
+
+        return run_journal(args, config, fmt, console, out, err)
+    check_id = ""
+    if cmd == "fix":
+        from tui.batch_leaderboard import known_checks
+
+        check_id = args.sources.pop(0) if args.sources else ""
+        if check_id not in known_checks():
+            err.write(f"evaldesk: fix needs a CHECK_ID first ({', '.join(sorted(known_checks()))}), "
+                      f"got {check_id!r}\n")
+            return EXIT_USAGE
+        args.sources = args.sources or [s.path for s in config.sources]
+        if not args.sources:
+            err.write("evaldesk: fix CHECK_ID needs a SOURCE (a job dir or folder)\n")
+            return EXIT_USAGE
     snaps, sources = await _scan_all(args.sources, config, progress)
     try:
         problems = [e for s in snaps for e in s.errors]
@@ -172,6 +190,16 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
         exps = [(src, e) for src, s in zip(sources, snaps, strict=True) for e in s.experiments]
         if not exps:
             return EXIT_USAGE
+        if cmd == "fix":
+            from tui.batch_leaderboard import run_fix
+
+            return await run_fix(args, config, exps, check_id, fmt, console, out, err, progress)
+        if cmd in ("list", "audit"):
+            from tui.batch_leaderboard import leaderboard_context
+
+            context = await leaderboard_context(config, [e for _, e in exps], err)
+            audits = {"list": _list, "audit": _audit}[cmd]
+            return int(await audits(args, config, exps, fmt, console, out, progress, context))
         handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe}[cmd]
         return int(await handler(args, config, exps, fmt, console, out, progress))
     finally:
@@ -180,12 +208,12 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
 
 
 async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
-                console: Console, out: IO[str], progress: Progress) -> int:
+                console: Console, out: IO[str], progress: Progress, context: AuditContext | None = None) -> int:
     now = datetime.now(UTC)
     rows = []
     worst = EXIT_OK
     for src, e in exps:
-        r = audit_experiment(e, config.policy, now)
+        r = audit_experiment(e, config.policy, now, context)
         if r.needs_action:
             worst = EXIT_ACTION
         rows.append({
@@ -216,9 +244,9 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
 
 
 async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
-                 console: Console, out: IO[str], progress: Progress) -> int:
+                 console: Console, out: IO[str], progress: Progress, context: AuditContext | None = None) -> int:
     now = datetime.now(UTC)
-    reports = [audit_experiment(e, config.policy, now) for _, e in exps]
+    reports = [audit_experiment(e, config.policy, now, context) for _, e in exps]
     worst = EXIT_ACTION if any(r.needs_action for r in reports) else EXIT_OK
     if fmt == "json":
         out.write(_dump({"experiments": [report_json(r) for r in reports]}) + "\n")
@@ -329,7 +357,11 @@ async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
         if entry is not None:
             loc = entry.get("location", {})
             if not loc.get("on_target"):
-                raise SourceUnavailable(spec, "this record lives on this machine only; its action has no source")
+                from tui.batch_leaderboard import undo_local
+
+                local = await undo_local(entry, config, write_path)
+                out.write((_dump(local) if fmt in ("json", "jsonl") else str(local["message"])) + "\n")
+                continue
             job = posixpath.dirname(posixpath.dirname(str(loc.get("record_dir"))))
             target = f"ssh://{loc['host']}{job}" if loc.get("host") else job
         src = open_source(target, config)

@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from services.core.config import ConfigError, load_config
 
-BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "monitor")
+BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "monitor", "fix", "journal")
 
 
 def _version() -> str:
@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="evaldesk",
         description="A keyboard-driven console for agentic-model evaluations. With no SOURCE it opens the "
         "sources in the config file, or the bundled demo data.",
-        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|monitor [options] SOURCE…  "
+        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|monitor [options] SOURCE…; "
+        "fix CHECK_ID [--apply] SOURCE…; journal [--since ISO].  "
         "Demo data: evaldesk demo [DIR].  In a browser: evaldesk serve [--host H] [--port N] [SOURCE…].  "
         "Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable.",
     )
@@ -44,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json", "jsonl"),
                    help="batch output (default: table on a terminal, json otherwise)")
     p.add_argument("--progress", choices=("none", "text", "json"), help="batch progress on stderr")
-    p.add_argument("--apply", action="store_true", help="dedupe: carry out the plan (default is a dry run)")
+    p.add_argument("--apply", action="store_true", help="dedupe, fix: carry out the plan (default is a dry run)")
+    p.add_argument("--since", metavar="ISO", help="journal: only writes at or after this time")
     p.add_argument("--status", choices=("valid", "errored", "running"), help="trials: only this status")
     p.add_argument("--exception", metavar="TYPE", help="trials: only this exception type")
     p.add_argument("--interval", type=float, default=None, metavar="S", help="monitor: seconds between polls")
@@ -75,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         from tui.serve import serve
 
         return serve(argv[1:])
-    args = build_parser().parse_args(argv)
+    # intermixed: `fix CHECK_ID --apply SOURCE` puts an option between positionals
+    args = build_parser().parse_intermixed_args(argv)
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -86,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.read_only:
         config.read_only = True
     if args.command:
-        if not args.sources:
+        if not args.sources and args.command != "journal":
             sources = [s.path for s in config.sources]
             if not sources:
                 sys.stderr.write(f"evaldesk: --batch {args.command} needs a SOURCE (a job dir or folder)\n")

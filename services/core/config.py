@@ -55,6 +55,48 @@ class SourceConfig(BaseModel):
     poll_interval_s: float | None = None
 
 
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class LeaderboardTables(BaseModel):
+    """Table names on the leaderboard (DESIGN 8's defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: str = "sandbox_jobs"
+    models: str = "models"
+    benchmarks: str = "benchmarks"
+    usage: str = "sandbox_trial_model_usage"
+    benchmark_tasks: str = "sandbox_benchmark_tasks"
+
+
+class LeaderboardConfig(BaseModel):
+    """`[leaderboard]`: a Supabase (PostgREST) leaderboard. The key is read from the env var
+    named by `key_env`, never from the config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(None, description="the Supabase project URL; unset: no leaderboard")
+    key_env: str = Field("SUPABASE_KEY", pattern=ENV_NAME, description="NAME of the env var holding the key")
+    usernames: list[str] = Field(default_factory=list, description="whose rows are ours; default: top-level usernames")
+    tables: LeaderboardTables = Field(default_factory=LeaderboardTables)
+    columns: dict[str, str] = Field(default_factory=dict, description="evaldesk's column name → the table's")
+    timeout_s: float = Field(15.0, gt=0)
+    poll_interval_s: float = Field(60.0, gt=0)
+
+
+class TracesConfig(BaseModel):
+    """`[traces]`: where trace datasets live (the Hugging Face Hub or any HF_ENDPOINT)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str | None = Field(None, description="default: $HF_ENDPOINT, else https://huggingface.co")
+    token_env: str = Field("HF_TOKEN", pattern=ENV_NAME, description="NAME of the env var holding the token")
+    org: str | None = Field(None, description="the namespace new trace datasets go to")
+    repo_template: str = Field("{org}/{job}-traces", description="the dataset id of a run's traces")
+    timeout_s: float = Field(30.0, gt=0)
+
+
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -70,7 +112,13 @@ class Config(BaseModel):
         default_factory=dict, description="binding id → key, e.g. experiments.filter = \"f\" (see ? help)"
     )
     policy: Policy = Field(default_factory=Policy)
+    leaderboard: LeaderboardConfig = Field(default_factory=LeaderboardConfig)
+    traces: TracesConfig = Field(default_factory=TracesConfig)
     config_path: str | None = Field(None, exclude=True)
+
+    def leaderboard_usernames(self) -> list[str]:
+        """Whose leaderboard rows are ours: `[leaderboard] usernames`, else the top-level list."""
+        return list(self.leaderboard.usernames or self.usernames)
 
 
 def default_config_path() -> Path:

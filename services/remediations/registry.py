@@ -25,6 +25,13 @@ from services.remediations.steps import StepContext
 REMEDIATIONS: dict[str, str] = {
     "dedupe": "services.remediations.dedupe",
     "rebuild_aggregate": "services.remediations.aggregate",
+    "register": "services.remediations.leaderboard:REGISTER",
+    "deregister": "services.remediations.leaderboard:DEREGISTER",
+    "repoint_model": "services.remediations.leaderboard:REPOINT_MODEL",
+    "repoint_benchmark": "services.remediations.leaderboard:REPOINT_BENCHMARK",
+    "delete_stale": "services.remediations.leaderboard:DELETE_STALE",
+    "upload_traces": "services.remediations.traces:UPLOAD_TRACES",
+    "free_disk": "services.remediations.traces:FREE_DISK",
 }
 
 
@@ -43,7 +50,10 @@ def remediation(action: str) -> Remediation:
         module = REMEDIATIONS[action]
     except KeyError:
         raise WriteRefused(f"evaldesk has no remediation called {action!r}") from None
-    return cast(Remediation, importlib.import_module(module))
+    # "module" is a remediation module; "module:NAME" one of several remediations a module holds
+    module_name, _, attr = module.partition(":")
+    loaded = importlib.import_module(module_name)
+    return cast(Remediation, getattr(loaded, attr) if attr else loaded)
 
 
 async def rescan(source: Source, exp_id: str) -> Experiment:

@@ -1,0 +1,266 @@
+"""Batch commands over the leaderboard and the write path's records (DESIGN 7):
+
+    evaldesk --batch fix CHECK_ID [--apply] SOURCE…   the remediation a failing check names
+    evaldesk --batch journal [--since ISO]             every write evaldesk made, newest first
+    evaldesk --batch undo RECORD_ID                    also for records kept on this machine
+
+and the leaderboard context every batch audit reads once. No Textual import here.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from services.audit.context import AuditContext
+from services.audit.verdict import audit_experiment
+from services.core.config import Config
+from services.core.journal import Journal
+from services.core.models import CORE_CHECK_IDS, CheckStatus, Experiment, JournalEntry
+from services.core.source import Source
+from services.leaderboard.client import redact
+from services.remediations.base import WritePath
+from services.remediations.errors import StepFailed, WriteRefused
+from services.remediations.records import Plan, Record
+
+EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
+
+
+def _dump(obj: Any) -> str:
+    return redact(json.dumps(obj, default=str, ensure_ascii=False))
+
+
+async def leaderboard_context(config: Config, exps: list[Experiment], err: IO[str]) -> AuditContext | None:
+    """The leaderboard, read once for a batch run (None when none is configured)."""
+    from services.leaderboard.view import audit_context, configured, load_view
+
+    if not configured(config):
+        return None
+    view = await load_view(config, exps)
+    if view.error:
+        err.write(f"evaldesk: leaderboard: {view.error}\n")
+    return audit_context(view, config)
+
+
+def known_checks() -> set[str]:
+    from services.leaderboard.enrichment import LEADERBOARD_CHECK_IDS
+
+    return set(CORE_CHECK_IDS) | set(LEADERBOARD_CHECK_IDS)
+
+
+def step_json(step: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {"kind": step.kind, "label": getattr(step, "label", "")}
+    if step.kind == "move":
+        d.update(src=step.src, dst=step.dst)
+    elif step.kind == "write_file":
+        d.update(path=step.path)
+    else:
+        d.update(handler=step.handler, inverse=step.inverse,
+                 **{k: v for k, v in step.args.items() if k in ("op", "table", "key", "values", "repo_id")})
+    return d
+
+
+def plan_json(exp: Experiment, check: str, status: str, plan: Plan | None, applied: Record | None,
+              message: str | None = None) -> dict[str, Any]:
+    return {
+        "id": exp.id, "check": check, "status": status, "action": plan.action if plan else None,
+        "title": plan.title if plan else None, "steps": [step_json(s) for s in plan.steps] if plan else [],
+        "preview": plan.preview if plan else ([message] if message else []),
+        "blocked": plan.blocked if plan else None, "applied": applied is not None,
+        "record": applied.id if applied else None, "message": message,
+    }
+
+
+async def run_fix(args: Any, config: Config, exps: list[tuple[Source, Experiment]], check_id: str, fmt: str,
+                  console: Console, out: IO[str], err: IO[str], progress: Any) -> int:
+    from services.remediations import registry
+
+    write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
+    context = await leaderboard_context(config, [e for _, e in exps], err)
+    now = datetime.now(UTC)
+    worst = EXIT_OK
+    results: list[dict[str, Any]] = []
+    for src, exp in exps:
+        report = audit_experiment(exp, config.policy, now, context)
+        check = next((c for c in report.checks if c.id == check_id), None)
+        if check is None:
+            results.append(plan_json(exp, check_id, "skip", None, None, f"{exp.id}: no {check_id} check here"))
+            continue
+        if not check.remediation:
+            msg = (f"{exp.id}: {check_id} {check.status.value}: nothing evaldesk can run"
+                   + (f" — {check.action}" if check.action else ""))
+            if check.status == CheckStatus.fail:
+                worst = EXIT_ACTION
+            results.append(plan_json(exp, check_id, check.status.value, None, None, msg))
+            continue
+        plan = await registry.plan(check.remediation, exp, src, config)
+        applied: Record | None = None
+        message = None
+        if args.apply and plan.steps and not plan.blocked:
+            progress(0, len(plan.steps), f"{plan.action} of {exp.id}: {len(plan.steps)} step(s)")
+            try:
+                applied = await registry.apply(check.remediation, plan, exp.id, src, config, write_path,
+                                               progress=lambda i, n, m: progress(i, n, m))
+            except WriteRefused as exc:
+                message = f"refused, nothing changed: {exc}"
+                worst = EXIT_ACTION
+            except StepFailed as exc:
+                message = f"failed: {exc}"
+                worst = EXIT_ACTION
+        elif plan.steps:
+            worst = EXIT_ACTION
+        results.append(plan_json(exp, check_id, check.status.value, plan, applied, message))
+    if fmt == "json":
+        out.write(_dump({"plans": results}) + "\n")
+    elif fmt == "jsonl":
+        for r in results:
+            out.write(_dump(r) + "\n")
+    else:
+        for r in results:
+            console.print(f"[{r['check']} {r['status']}] {r['title'] or r['id']}", highlight=False, markup=False)
+            for line in r["preview"]:
+                console.print(redact(line), highlight=False, markup=False)
+            if r["applied"]:
+                console.print(f"applied: record {r['record']} (evaldesk --batch undo {r['record']} rolls it back "
+                              "where its steps have inverses)", highlight=False, markup=False)
+            elif r["message"] and r["action"]:
+                console.print(redact(r["message"]), highlight=False, markup=False)
+            elif r["steps"] and not r["blocked"]:
+                console.print("dry run: nothing changed; add --apply to carry it out", highlight=False)
+            console.print()
+    return worst
+
+
+# ---- journal ---------------------------------------------------------------------------------------
+
+
+def journal_rows(entries: list[JournalEntry]) -> list[dict[str, Any]]:
+    """One row per write, newest first: a leaderboard step's rows before and after, or the
+    entry's own before/after for file writes."""
+    rows: list[dict[str, Any]] = []
+    for e in sorted(entries, key=lambda e: e.at, reverse=True):
+        action, _, event = e.action.partition(":")
+        record = e.detail.get("record")
+        results = []
+        if isinstance(e.after, dict):
+            results = [(k, v) for k, v in e.after.items() if k.isdigit() and isinstance(v, dict) and "before" in v]
+        base = {"at": e.at.isoformat(), "user": e.user, "action": action, "event": event or None, "record": record,
+                "error": e.detail.get("error")}
+        if not results:
+            rows.append({**base, "target": e.target, "before": e.before, "after": e.after})
+            continue
+        for _, res in sorted(results, key=lambda kv: int(kv[0]), reverse=True):
+            before, after = res.get("before"), res.get("after")
+            if event == "undo":
+                before, after = after, before
+            key = res.get("target") or {}
+            where = " ".join(f"{k}={_short(v)}" for k, v in sorted(key.items())) if isinstance(key, dict) else key
+            rows.append({**base, "target": f"{res.get('table')} {where}",
+                         "op": res.get("op"), "before": before, "after": after})
+    return rows
+
+
+SHOWN = ("id", "username", "status", "score", "trace_url", "name", "task_name", "job_id", "model_id",
+         "benchmark_id")
+
+
+def _short(v: Any) -> str:
+    text = str(v)
+    # ids are uuids: their first 8 characters name a row on screen, as everywhere else
+    return text[:8] if len(text) == 36 and text.count("-") == 4 else text
+
+
+def _brief(value: Any, other: Any = None) -> str:
+    """A row list in a line: key fields only, and for an update only the fields it changed."""
+    if value in (None, [], {}):
+        return "-"
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        changed: set[str] = set()
+        if isinstance(other, list) and len(other) == len(value) == 1:
+            changed = {k for k in value[0] if value[0].get(k) != other[0].get(k)}
+        rows = []
+        for row in value:
+            keys = ["id", *sorted(changed - {"id"})] if changed else [k for k in SHOWN if k in row]
+            rows.append(" ".join(f"{k}={_short(row.get(k))}" for k in keys if k in row))
+        return "; ".join(rows)
+    return json.dumps(value, default=str)
+
+
+def _target(row: dict[str, Any]) -> str:
+    return str(row["target"])
+
+
+def run_journal(args: Any, config: Config, fmt: str, console: Console, out: IO[str], err: IO[str]) -> int:
+    since = None
+    if args.since:
+        try:
+            since = datetime.fromisoformat(args.since.replace("Z", "+00:00"))
+        except ValueError:
+            err.write(f"evaldesk: --since {args.since!r}: not an ISO date or time (e.g. 2026-11-20T18:00)\n")
+            return EXIT_USAGE
+        if since.tzinfo is None:
+            since = since.replace(tzinfo=UTC)
+    entries = [e for e in Journal(config.journal_path).entries() if since is None or e.at >= since]
+    rows = journal_rows(entries)
+    if fmt == "json":
+        out.write(_dump({"writes": rows}) + "\n")
+    elif fmt == "jsonl":
+        for r in rows:
+            out.write(_dump(r) + "\n")
+    else:
+        t = Table(title=f"{len(rows)} write(s), newest first", title_justify="left", expand=False)
+        for col in ("when", "user", "action", "target", "before", "after", "record"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            what = f"{r['action']}:{r['event'] or ''}" + (f" {r['op']}" if r.get("op") else "")
+            t.add_row(r["at"][:19], r["user"], what, redact(_target(r)), redact(_brief(r["before"], r["after"])),
+                      redact(_brief(r["after"], r["before"])), str(r["record"] or ""))
+        console.print(t)
+    return EXIT_OK
+
+
+# ---- undo of a record kept on this machine ---------------------------------------------------------
+
+
+async def undo_local(entry: dict[str, Any], config: Config, write_path: WritePath) -> dict[str, Any]:
+    """Roll back a record whose plan kept it on this machine (leaderboard writes, free disk)."""
+    from services.core.registry import open_source
+    from services.remediations import registry
+    from services.remediations.steps import StepContext
+
+    record = await write_path.load(str(entry["id"]), StepContext())
+    meta = record.plan.meta
+    source = None
+    root = meta.get("source_root")
+    if root:
+        host = meta.get("source_host")
+        source = open_source(f"ssh://{host}{root}" if host else str(root), config)
+    try:
+        ctx = registry.context(record.action, source, config)  # type: ignore[arg-type]
+        lines, _ = await write_path.undo_preview(record, ctx)
+        done = await write_path.undo(record, ctx)
+    finally:
+        if source is not None:
+            await source.close()
+    return {"target": record.target, "record": done.id, "status": done.status,
+            "restored": [ln.strip() for ln in lines],
+            "message": f"undid {done.action} {done.id}: {len(lines)} step(s) put back"}
+
+
+async def local_records(write_path: WritePath, key: str) -> list[Record]:
+    """Applied records kept on this machine for one experiment, newest first."""
+    from services.remediations.steps import StepContext
+
+    out = []
+    for e in write_path.index.all():
+        if e.get("experiment") != key or e.get("status") != "applied" or e.get("location", {}).get("on_target"):
+            continue
+        try:
+            out.append(await write_path.load(str(e["id"]), StepContext()))
+        except (OSError, ValueError, WriteRefused):
+            continue
+    return sorted(out, key=lambda r: r.created_at, reverse=True)
