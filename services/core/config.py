@@ -55,6 +55,22 @@ class SourceConfig(BaseModel):
     poll_interval_s: float | None = None
 
 
+class CsbenchConfig(BaseModel):
+    """csbench cloud campaigns, read by id through the `csbench` CLI (`[csbench]`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str = Field(description="csbench's own YAML (target.region, target.blob_bucket …), passed as --config")
+    campaigns: list[str] = Field(default_factory=list, description="campaign ids, e.g. camp-ab12cd34")
+    results_dir: str | None = Field(None, description="`csbench fetch --dest` puts each campaign in "
+                                    "<results_dir>/<campaign id>; default $XDG_DATA_HOME/evaldesk/csbench")
+    workdir: str | None = Field(None, description="where csbench commands run (teardown runs terraform in "
+                                "infra/terraform/aliyun-iam under it); default: the checkout holding `config`")
+    executable: str = Field("csbench", description="the csbench program")
+    expect_real: bool = Field(True, description="campaigns are meant to be real runs (target.mode: real)")
+    timeout_s: float = Field(120.0, gt=0, description="give up on one csbench status/logs call after this long")
+
+
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -70,6 +86,7 @@ class Config(BaseModel):
         default_factory=dict, description="binding id → key, e.g. experiments.filter = \"f\" (see ? help)"
     )
     policy: Policy = Field(default_factory=Policy)
+    csbench: CsbenchConfig | None = None
     config_path: str | None = Field(None, exclude=True)
 
 

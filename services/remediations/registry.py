@@ -24,6 +24,8 @@ from services.remediations.steps import StepContext
 
 REMEDIATIONS: dict[str, str] = {
     "dedupe": "services.remediations.dedupe",
+    "csbench_teardown": "services.csbench.teardown",
+    "csbench_fetch": "services.csbench.fetch",
 }
 
 
