@@ -467,13 +467,11 @@ def audit_campaign(exp: Experiment, policy: Policy, now: datetime) -> AuditRepor
     verdict: Verdict
     if exp.state in (State.running, State.pending) and not exp.facts.stale:
         verdict = "wait"
-    elif mock.status == FAIL:
-        verdict = "rerun"
     elif failing or any(c.status == WARN and c.remediation for c in checks):
         verdict = "investigate"
     else:
         verdict = "finalize"
-    notes = _notes(exp, teardown)
+    notes = _notes(exp, teardown, checks)
     c = exp.counts
     return AuditReport(
         id=exp.id, source=exp.source, path=exp.path, state=exp.state, state_raw=exp.state_raw, model=exp.model,
@@ -486,11 +484,14 @@ def audit_campaign(exp: Experiment, policy: Policy, now: datetime) -> AuditRepor
     )
 
 
-def _notes(exp: CampaignExperiment, teardown: Check | None) -> list[str]:
+def _notes(exp: CampaignExperiment, teardown: Check | None, checks: list[Check]) -> list[str]:
     notes: list[str] = []
     f = exp.facts
     if teardown is not None and teardown.status == WARN:
-        notes.insert(0, "Tear the campaign down first: its controller's NAT gateway and EIP bill by the hour.")
+        notes.append("Tear the campaign down first: its controller's NAT gateway and EIP bill by the hour.")
+    if any(c.id == "mock_vs_real" and c.status == FAIL for c in checks):
+        notes.append("Its numbers come from csbench's canned fixtures, not from a real run: do not publish them; "
+                     "submit again with target.mode: real.")
     if exp.eval_key and exp.score is not None:
         notes.append(f"score = mean {exp.eval_key} over {exp.counts.valid} completed run(s)")
     scaffolds = sorted({r.provenance.scaffold for r in _records(exp) if r.provenance.scaffold})

@@ -120,21 +120,21 @@ class ResultsSource(_Base):
             stats["files_read"] += rd.files_read
             check = reader.inspect
             claimed: set[str] = set()
-            for rel, camp in rd.campaigns:
-                exp = assemble.run_plan_experiment(camp, rel, rd, self.label, check, claimed, now)
-                experiments.append(exp)
+            found = [assemble.run_plan_experiment(camp, rel, rd, self.label, check, claimed, now)
+                     for rel, camp in rd.campaigns]
             loose = [(rel, rec) for rel, rec in _records(rd) if rel not in claimed]
             if loose or (not rd.campaigns and rd.problems):
-                exp = assemble.dir_experiment(rd, loose, self.label, check, campaign_id=self.campaign_ids.get(d),
-                                              problems=rd.problems)
-                exp.facts.logs = self._logs_file(rd)
-                exp.facts.logs_from = rd.controller_log
+                found.append(assemble.dir_experiment(rd, loose, self.label, check,
+                                                     campaign_id=self.campaign_ids.get(d), problems=rd.problems))
+            elif rd.problems and found:
+                found[-1].problems += rd.problems
+            logs = self._logs_file(rd)
+            for exp in found:
+                exp.facts.logs, exp.facts.logs_from = logs, rd.controller_log
                 exp.facts.config_known = self.settings is not None
                 if self.settings is not None and exp.facts.cloud and exp.facts.campaign_id:
                     exp.facts.teardown_command = teardown_display(self.settings, exp.facts.campaign_id)
-                experiments.append(exp)
-            elif rd.problems and experiments:
-                experiments[-1].problems += rd.problems
+            experiments += found
         for gone in set(self._readers) - set(dirs):
             del self._readers[gone]
         return experiments, errors, stats
