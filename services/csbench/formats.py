@@ -321,7 +321,10 @@ def parse_teardown(stdout: str) -> TeardownResult | None:
             try:
                 value = ast.literal_eval(line)
             except (ValueError, SyntaxError):
-                continue
+                try:  # a later csbench may print JSON
+                    value = json.loads(line)
+                except ValueError:
+                    continue
             if isinstance(value, dict):
                 try:
                     return TeardownResult.model_validate(value)
