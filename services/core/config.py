@@ -6,13 +6,16 @@ Secrets are never stored here: a backend's key is named by the env var that hold
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.core.policy import Policy
+
+CAMPAIGN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class ConfigError(Exception):
@@ -69,6 +72,15 @@ class CsbenchConfig(BaseModel):
     executable: str = Field("csbench", description="the csbench program")
     expect_real: bool = Field(True, description="campaigns are meant to be real runs (target.mode: real)")
     timeout_s: float = Field(120.0, gt=0, description="give up on one csbench status/logs call after this long")
+
+    @field_validator("campaigns")
+    @classmethod
+    def _ids(cls, ids: list[str]) -> list[str]:
+        # an id travels as one argv word: one that looks like an option would be read as one
+        bad = [i for i in ids if not CAMPAIGN_ID.match(i)]
+        if bad:
+            raise ValueError(f"not a campaign id: {bad[0]!r} (letters, digits, '.', '_', '-'; e.g. camp-ab12cd34)")
+        return ids
 
 
 class Config(BaseModel):

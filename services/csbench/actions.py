@@ -15,7 +15,7 @@ import posixpath
 from datetime import datetime
 from typing import Any
 
-from services.core.config import Config
+from services.core.config import CAMPAIGN_ID, Config
 from services.core.models import Experiment, experiment_key
 from services.core.source import Source
 from services.csbench.cli import Settings, settings
@@ -33,6 +33,8 @@ def cloud_campaign(exp: Experiment, action: str) -> tuple[CampaignExperiment, st
     cid = exp.facts.campaign_id
     if not exp.facts.cloud or not cid:
         raise WriteRefused(f"{exp.id} is not a cloud campaign evaldesk knows the id of: nothing to {action}")
+    if not CAMPAIGN_ID.match(cid):
+        raise WriteRefused(f"{cid!r} is not a campaign id csbench could be given")
     return exp, cid
 
 

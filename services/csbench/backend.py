@@ -12,7 +12,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from services.core.config import Config
+from services.core.config import CAMPAIGN_ID, Config
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
@@ -40,7 +40,7 @@ def open_url(spec: str, config: Config) -> Source:
     """`csbench://camp-ab12cd34[,camp-…]`: campaigns by id, with the `[csbench]` config."""
     _, _, rest = spec.partition("://")
     ids = [c for c in rest.strip("/").split(",") if c]
-    if not ids or any("/" in c or not c.strip() for c in ids):
+    if not ids or not all(CAMPAIGN_ID.match(c) for c in ids):
         raise ValueError(f"{spec}: expected csbench://CAMPAIGN_ID (e.g. csbench://camp-ab12cd34)")
     s = settings(config)
     if s is None:

@@ -248,3 +248,28 @@ def test_settings_resolve_paths_against_the_config_file(tmp_path: Path) -> None:
     assert s.workdir == str(tmp_path / "checkout")  # the checkout the runbook runs from
     assert s.results_dir == str(tmp_path / "results") and s.executable == "csbench"
     assert s.argv("teardown", CID) == ["csbench", "teardown", CID, "--config", s.config]
+
+
+def test_a_campaign_id_is_never_an_option(tmp_path: Path) -> None:
+    from services.core.config import ConfigError, load_config
+
+    toml = tmp_path / "c.toml"
+    toml.write_text('[csbench]\nconfig = "x.yaml"\ncampaigns = ["--help"]\n')
+    with pytest.raises(ConfigError, match=r"csbench\.campaigns.*not a campaign id"):
+        load_config(toml)
+    cfg = Config(csbench=CsbenchConfig(config="x.yaml"))
+    with pytest.raises(ValueError, match="CAMPAIGN_ID"):
+        open_sources("csbench://--config=/etc/passwd", cfg)
+
+
+async def test_a_configured_campaigns_dir_is_read_once(cloud: Cloud) -> None:
+    """Its fetched dir under results_dir belongs to the campaign source, not to a second source
+    over the same folder."""
+    cloud_bucket(cloud.bucket, cloud.tmp, CID)
+    src = cloud.source(CID)
+    exp = (await src.scan()).experiments[0]
+    await registry.apply("csbench_fetch", await registry.plan("csbench_fetch", exp, src, cloud.config), exp.id, src,
+                         cloud.config, write_path(cloud))
+    assert open_sources(str(cloud.tmp / "results"), cloud.config)[0].kind == "harbor"  # nothing csbench is left
+    [other] = open_sources(str(cloud.tmp / "results"), Config())
+    assert other.kind == "csbench"  # without the config, it is just a fetched dir
