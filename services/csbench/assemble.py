@@ -258,8 +258,12 @@ def run_plan_experiment(camp: CampaignFile, rel: str, rd: ResultsDir, label: str
         cloud=False, expect_real=False if records and all(r.environment.mode == "local" for r in records) else None,
     )
     trials = [trial_of(r, task, slot) for r, task, slot in triples]
+    ids = [t.task_id for t in camp.tasks]
+    problems = [f"{rel}: task {tid} is listed {ids.count(tid)} times; csbench run-plan tracks a task by its id, so "
+                "only its first slot changes (later ones stay pending, and earlier runs lose their slot)"
+                for tid in dict.fromkeys(ids) if ids.count(tid) > 1]
     return _build(camp.campaign_id, label, rd.path, facts, trials, expected=len(camp.tasks), state=state,
-                  state_raw=raw, started=camp.started_at, updated=camp.updated_at)
+                  state_raw=raw, started=camp.started_at, updated=camp.updated_at, problems=problems)
 
 
 # ---- records no campaign file claims (a fetched dir, loose runs) ----------------------------

@@ -252,3 +252,15 @@ async def test_a_missing_dir_is_unavailable(tmp_path: Path) -> None:
     snap = await ResultsSource(str(tmp_path), label="t").scan()
     assert snap.errors and "no csbench results dirs" in snap.errors[0].message
     assert datetime.now(UTC) >= snap.taken_at
+
+
+async def test_a_task_listed_twice_is_named(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """csbench run-plan tracks a slot by task id: a plan naming one task twice leaves the later
+    slot pending forever; the campaign says why."""
+    root = copy_results(tmp_path_factory, "passing", tmp_path / "r")
+    cf = _campaign_file(root)
+    camp = json.loads(cf.read_text())
+    camp["tasks"].append({"task_id": "suite:swe-bench", "status": "pending"})
+    cf.write_text(json.dumps(camp))
+    exp = only(await scan(root))
+    assert any("suite:swe-bench is listed 2 times" in p for p in exp.problems)
