@@ -413,7 +413,7 @@ def item8_stderr(exp: CampaignExperiment) -> Check:
 
 # ---- teardown ------------------------------------------------------------------------------------
 
-def check_teardown(exp: CampaignExperiment, now: datetime) -> Check | None:
+def check_teardown(exp: CampaignExperiment) -> Check | None:
     f = exp.facts
     if not f.cloud:
         return None
@@ -460,7 +460,7 @@ def audit_campaign(exp: Experiment, policy: Policy, now: datetime) -> AuditRepor
         checks.append(fetched)
     checks += [arts, mock, item1_report(exp), item2_hf(exp), item3_oracle(exp), item4_docker(exp),
                item5_python(exp), item6_placement(exp), item7_containers(exp), item8_stderr(exp)]
-    teardown = check_teardown(exp, now)
+    teardown = check_teardown(exp)
     if teardown is not None:
         checks.append(teardown)
     failing = [c for c in checks if c.status == FAIL]
