@@ -24,7 +24,7 @@ from services.audit.checks import (
 from services.audit.context import AuditContext, enrich
 from services.core.attempts import select_keep
 from services.core.census import Census, take_census
-from services.core.models import AuditReport, Check, Experiment, Verdict
+from services.core.models import AuditReport, Check, Experiment, Verdict, report_trials
 from services.core.policy import Policy
 
 
@@ -123,12 +123,7 @@ def _harbor_style(exp: Experiment, policy: Policy) -> AuditReport:
         model=exp.model,
         benchmark=exp.benchmark,
         score=exp.score,
-        trials={
-            "total": c.total, "valid": c.valid, "errored": c.errored, "running": c.running,
-            "expected": c.expected, "n_rep": c.n_rep, "max_attempts_per_task": c.max_attempts_per_task,
-            # what check 4 and the gate count when the job still needs dedupe; None when it does not
-            "valid_after_dedupe": kept.counts.valid if deduped else None,
-        },
+        trials=report_trials(c, n_rep=c.n_rep, valid_after_dedupe=kept.counts.valid if deduped else None),
         valid_fraction=(c.valid / c.expected) if c.expected else None,
         # the gate's own figure: after dedupe when the job still needs it (DESIGN 3, check 6)
         error_fraction=err_frac,

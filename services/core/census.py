@@ -124,7 +124,8 @@ def census_words(c: TrialCounts, *, valid_after_dedupe: int | None = None) -> st
     detail = [f"{c.errored:,} errored"]
     if c.running:
         detail.append(f"{c.running:,} running")
-    parts.append(f"{c.total + c.running:,} attempts ({', '.join(detail)})")
+    n = c.total + c.running
+    parts.append(f"{n:,} attempt{'' if n == 1 else 's'} ({', '.join(detail)})")
     if c.copies:
         parts.append(f"{c.copies:,} staged cop{'y' if c.copies == 1 else 'ies'}")
     if valid_after_dedupe is not None and valid_after_dedupe != c.valid:

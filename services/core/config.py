@@ -6,13 +6,16 @@ Secrets are never stored here: a backend's key is named by the env var that hold
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.core.policy import Policy
+
+CAMPAIGN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class ConfigError(Exception):
@@ -95,6 +98,29 @@ class TracesConfig(BaseModel):
     org: str | None = Field(None, description="the namespace new trace datasets go to")
     repo_template: str = Field("{org}/{job}-traces", description="the dataset id of a run's traces")
     timeout_s: float = Field(30.0, gt=0)
+class CsbenchConfig(BaseModel):
+    """csbench cloud campaigns, read by id through the `csbench` CLI (`[csbench]`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str = Field(description="csbench's own YAML (target.region, target.blob_bucket …), passed as --config")
+    campaigns: list[str] = Field(default_factory=list, description="campaign ids, e.g. camp-ab12cd34")
+    results_dir: str | None = Field(None, description="`csbench fetch --dest` puts each campaign in "
+                                    "<results_dir>/<campaign id>; default $XDG_DATA_HOME/evaldesk/csbench")
+    workdir: str | None = Field(None, description="where csbench commands run (teardown runs terraform in "
+                                "infra/terraform/aliyun-iam under it); default: the checkout holding `config`")
+    executable: str = Field("csbench", description="the csbench program")
+    expect_real: bool = Field(True, description="campaigns are meant to be real runs (target.mode: real)")
+    timeout_s: float = Field(120.0, gt=0, description="give up on one csbench status/logs call after this long")
+
+    @field_validator("campaigns")
+    @classmethod
+    def _ids(cls, ids: list[str]) -> list[str]:
+        # an id travels as one argv word: one that looks like an option would be read as one
+        bad = [i for i in ids if not CAMPAIGN_ID.match(i)]
+        if bad:
+            raise ValueError(f"not a campaign id: {bad[0]!r} (letters, digits, '.', '_', '-'; e.g. camp-ab12cd34)")
+        return ids
 
 
 class Config(BaseModel):
@@ -114,6 +140,7 @@ class Config(BaseModel):
     policy: Policy = Field(default_factory=Policy)
     leaderboard: LeaderboardConfig = Field(default_factory=LeaderboardConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    csbench: CsbenchConfig | None = None
     config_path: str | None = Field(None, exclude=True)
 
     def leaderboard_usernames(self) -> list[str]:

@@ -182,6 +182,17 @@ class Check(BaseModel):
 Verdict = Literal["finalize", "dedupe", "resume", "rerun", "wait", "investigate", "repair"]
 
 
+def report_trials(c: TrialCounts, *, n_rep: int | None = None,
+                  valid_after_dedupe: int | None = None) -> dict[str, int | None]:
+    """The `trials` figures of an audit report (DESIGN 7), the same keys for every backend."""
+    return {
+        "total": c.total, "valid": c.valid, "errored": c.errored, "running": c.running, "expected": c.expected,
+        "n_rep": n_rep, "max_attempts_per_task": c.max_attempts_per_task,
+        # what check 4 and the gate count when the job still needs dedupe; None when it does not
+        "valid_after_dedupe": valid_after_dedupe,
+    }
+
+
 class AuditReport(BaseModel):
     id: str
     source: str

@@ -32,6 +32,8 @@ REMEDIATIONS: dict[str, str] = {
     "delete_stale": "services.remediations.leaderboard:DELETE_STALE",
     "upload_traces": "services.remediations.traces:UPLOAD_TRACES",
     "free_disk": "services.remediations.traces:FREE_DISK",
+    "csbench_teardown": "services.csbench.teardown",
+    "csbench_fetch": "services.csbench.fetch",
 }
 
 

@@ -282,8 +282,9 @@ def test_demo_then_audit_gives_the_expected_verdicts(tmp_path: Path) -> None:
         "SERA-14B": "resume",
         "1774950145766573": "rerun",
         "swebench": "wait",
+        "camp-5e1f0c2a": "investigate",  # the csbench campaign: a mock on the cloud, not torn down
     }
-    assert len(verdicts) == 6
+    assert len(verdicts) == 7
     for needle, verdict in expect.items():
         (job_id,) = [k for k in verdicts if needle in k]
         assert verdicts[job_id] == verdict, (job_id, verdicts[job_id])

@@ -1,0 +1,230 @@
+"""The csbench sources: local results dirs, and cloud campaigns by id through the CLI.
+
+`ResultsSource` reads `run-plan` results dirs and `fetch --dest` dirs on local disk (a dir, or
+a folder holding several beside Harbor job dirs). `CampaignSource` asks `csbench status` and
+`csbench logs` about each campaign of the `[csbench]` config and reads what was fetched of it
+under `<results_dir>/<campaign id>`. Both re-read only changed files, hash artifacts once per
+(mtime, size), and read back evaldesk's own teardown records, which are the teardown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, datetime
+
+from services.core.models import Experiment, Snapshot, SourceError, Trial
+from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress
+from services.csbench import assemble
+from services.csbench.cli import CLIError, CsbenchCLI, Settings
+from services.csbench.formats import Record, StatusLine, parse_teardown
+from services.csbench.layout import DirReader, ResultsDir, find_results_dirs, read_bounded
+from services.csbench.model import CampaignExperiment, CampaignFacts, TeardownMark
+from services.csbench.view import TRIAL_FILES, ViewFS, evidence_for, publish_all
+from services.remediations.records import records_in
+from services.transport.fs import JobFS, LocalFS
+from services.transport.process import display
+
+TEARDOWN_ACTION = "csbench_teardown"
+
+
+def teardown_display(s: Settings, cid: str) -> str:
+    return display(s.argv("teardown", cid), s.workdir)
+
+
+async def teardown_mark(path: str) -> tuple[TeardownMark | None, str | None]:
+    """The newest applied teardown evaldesk recorded in `path` (the marker), and what went
+    wrong with a later failed one."""
+    if not os.path.isdir(path):
+        return None, None
+    problem = None
+    for rec in await records_in(LocalFS(), path):
+        if rec.action != TEARDOWN_ACTION:
+            continue
+        result = next((r for _, r in sorted(rec.results.items()) if "exit_code" in r), None)
+        if result is None:
+            step = next((s for s in rec.plan.steps if s.kind == "external"), None)
+            result = dict(getattr(step, "result", {}) or {})
+        if rec.status == "applied":
+            out = str(result.get("stdout_tail", ""))
+            parsed = parse_teardown(out)
+            return TeardownMark(
+                record_id=rec.id, at=rec.finished_at or rec.created_at, exit_code=result.get("exit_code"),
+                destroyed=parsed.destroyed if parsed else None,
+                residual_deleted=parsed.residual_deleted if parsed else [], output=out[-2000:],
+            ), problem
+        if problem is None and rec.status in ("failed", "rolled_back"):
+            problem = f"teardown record {rec.id} {rec.status}: {rec.error or 'no error recorded'}"
+    return None, problem
+
+
+def _records(rd: ResultsDir) -> list[tuple[str, Record]]:
+    return [(rf.rel, rf.record) for rf in rd.records if rf.record is not None]
+
+
+class _Base:
+    kind = assemble.KIND
+    trial_files = TRIAL_FILES
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._fs = ViewFS()
+
+    def fs(self) -> JobFS:
+        return self._fs
+
+    async def evidence(self, exp: Experiment, trial: Trial) -> TrialEvidence:
+        return await evidence_for(exp, trial)
+
+    async def close(self) -> None:
+        return None
+
+    @staticmethod
+    def _logs_file(rd: ResultsDir) -> list[str] | None:
+        if rd.controller_log is None:
+            return None
+        try:
+            text = read_bounded(os.path.join(rd.path, rd.controller_log), 8 * 1024 * 1024)
+        except OSError:
+            return None
+        return text.decode("utf-8", "replace").splitlines()
+
+
+class ResultsSource(_Base):
+    """Local csbench results dirs: `root` is one, or a folder holding some."""
+
+    def __init__(self, root: str, label: str | None = None, *, skip: frozenset[str] = frozenset(),
+                 campaign_ids: dict[str, str] | None = None, settings: Settings | None = None) -> None:
+        self.root = os.path.abspath(os.path.expanduser(root))
+        super().__init__(label or self.root)
+        self.skip = skip
+        self.campaign_ids = dict(campaign_ids or {})  # results dir → campaign id, from the config
+        self.settings = settings
+        self._readers: dict[str, DirReader] = {}
+
+    def _scan_sync(self, progress: ProgressFn) -> tuple[list[CampaignExperiment], list[SourceError], dict[str, float]]:
+        if not os.path.isdir(self.root):
+            raise SourceUnavailable(self.root, "no such directory" if not os.path.exists(self.root)
+                                    else "not a directory")
+        dirs = find_results_dirs(self.root, self.skip)
+        experiments: list[CampaignExperiment] = []
+        errors: list[SourceError] = []
+        stats = {"results_dirs": float(len(dirs)), "files_read": 0.0}
+        now = datetime.now(UTC)
+        if not dirs:
+            errors.append(SourceError(source=self.label, where=self.root, message="no csbench results dirs found"))
+        for n, d in enumerate(dirs):
+            progress(n, len(dirs), f"reading {os.path.basename(d)}")
+            reader = self._readers.get(d) or self._readers.setdefault(d, DirReader(d))
+            rd = reader.read()
+            stats["files_read"] += rd.files_read
+            check = reader.inspect
+            claimed: set[str] = set()
+            found = [assemble.run_plan_experiment(camp, rel, rd, self.label, check, claimed, now)
+                     for rel, camp in rd.campaigns]
+            loose = [(rel, rec) for rel, rec in _records(rd) if rel not in claimed]
+            if loose or (not rd.campaigns and rd.problems):
+                found.append(assemble.dir_experiment(rd, loose, self.label, check,
+                                                     campaign_id=self.campaign_ids.get(d), problems=rd.problems))
+            elif rd.problems and found:
+                found[-1].problems += rd.problems
+            logs = self._logs_file(rd)
+            for exp in found:
+                exp.facts.logs, exp.facts.logs_from = logs, rd.controller_log
+                exp.facts.config_known = self.settings is not None
+                if self.settings is not None and exp.facts.cloud and exp.facts.campaign_id:
+                    exp.facts.teardown_command = teardown_display(self.settings, exp.facts.campaign_id)
+            experiments += found
+        for gone in set(self._readers) - set(dirs):
+            del self._readers[gone]
+        return experiments, errors, stats
+
+    async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
+        taken = datetime.now(UTC)
+        experiments, errors, stats = await asyncio.to_thread(self._scan_sync, progress or no_progress)
+        for exp in experiments:
+            if exp.facts.cloud:
+                exp.facts.teardown, exp.facts.teardown_problem = await teardown_mark(exp.path)
+        publish_all(self._fs, experiments)
+        return Snapshot(source=self.label, taken_at=taken, experiments=list(experiments), errors=errors,
+                        stats=stats)
+
+
+class CampaignSource(_Base):
+    """Cloud campaigns by id: `csbench status` / `logs` per scan, fetched records from disk."""
+
+    def __init__(self, settings: Settings, campaigns: list[str] | None = None, *, label: str = "csbench",
+                 cli: CsbenchCLI | None = None) -> None:
+        super().__init__(label)
+        self.settings = settings
+        self.campaigns = list(dict.fromkeys(campaigns if campaigns is not None else settings.campaigns))
+        self.cli = cli or CsbenchCLI(settings)
+        self._readers: dict[str, DirReader] = {}
+        self._last: dict[str, tuple[StatusLine, list[str] | None, datetime]] = {}
+
+    async def _one(self, cid: str) -> tuple[CampaignExperiment, list[SourceError]]:
+        errors: list[SourceError] = []
+        problems: list[str] = []
+        status: StatusLine | None = None
+        logs: list[str] | None = None
+        status_error = None
+        stale_since = None
+        try:
+            status = await self.cli.status(cid)
+            try:
+                logs = await self.cli.logs(cid)
+            except CLIError as exc:
+                problems.append(f"csbench logs: {exc}")
+            self._last[cid] = (status, logs, datetime.now(UTC))
+        except CLIError as exc:
+            status_error = str(exc)
+            errors.append(SourceError(source=self.label, where=cid, message=status_error))
+            if cid in self._last:
+                status, logs, stale_since = self._last[cid]
+                problems.append(f"csbench status failed ({status_error}); showing what it said at "
+                                f"{stale_since:%H:%M:%S}")
+            else:
+                problems.append(f"csbench status failed: {status_error}")
+        path = self.settings.campaign_dir(cid)
+        rd: ResultsDir | None = None
+        check: assemble.ArtifactsFn = assemble.no_artifacts
+        if os.path.isdir(path):
+            reader = self._readers.get(path) or self._readers.setdefault(path, DirReader(path))
+            rd = await asyncio.to_thread(reader.read)
+            problems += rd.problems
+            check = reader.inspect
+        if logs is None and rd is not None:
+            logs = self._logs_file(rd)
+        facts = CampaignFacts(
+            origin="cloud", campaign_id=cid, results_dir=path, cloud=True, expect_real=self.settings.expect_real,
+            status=status, status_error=status_error, logs=logs,
+            logs_from="csbench logs" if cid in self._last and logs is not None else (
+                rd.controller_log if rd is not None else None),
+            config_known=True, teardown_command=teardown_display(self.settings, cid),
+        )
+        if rd is not None:
+            records = _records(rd)
+            facts.platform = assemble.join_names([r.identity.adapter for _, r in records]) or ""
+            facts.domain = assemble.join_names([r.identity.domain for _, r in records]) or ""
+        facts.teardown, facts.teardown_problem = await teardown_mark(path)
+        exp = assemble.cloud_experiment(cid, path, self.label, facts, rd, check,
+                                        problems)
+        exp.stale_since = stale_since if status_error else None
+        return exp, errors
+
+    async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
+        taken = datetime.now(UTC)
+        progress = progress or no_progress
+        progress(0, len(self.campaigns), f"csbench status of {len(self.campaigns)} campaign(s)")
+        sem = asyncio.Semaphore(4)
+
+        async def bounded(cid: str) -> tuple[CampaignExperiment, list[SourceError]]:
+            async with sem:
+                return await self._one(cid)
+
+        results = await asyncio.gather(*(bounded(c) for c in self.campaigns))
+        experiments = [e for e, _ in results]
+        errors = [err for _, errs in results for err in errs]
+        publish_all(self._fs, experiments)
+        return Snapshot(source=self.label, taken_at=taken, experiments=list(experiments), errors=errors,
+                        stats={"campaigns": float(len(self.campaigns))})

@@ -1,0 +1,90 @@
+"""`evaldesk --batch list|audit|trials` on csbench sources: run-plan results dirs, a fetched
+campaign beside Harbor jobs (the demo), and campaigns by id (`csbench://CID`) through the
+stand-in csbench — the same JSON shapes and exit codes as for Harbor jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from services.core.registry import write_demo
+from services.core.times import DEMO_NOW
+from tests.support.csbench_fixtures import cloud_bucket, results, standin
+from tests.tui.test_batch_cli import EXPERIMENT_KEYS, TRIALS_KEYS, no_traceback, run_main
+
+ITEMS = ["harness_report", "hf_mirror", "oracle_resolved", "docker_room", "swebench_importable", "placement_local",
+         "container_naming", "harness_stderr"]
+
+
+def test_list_the_demo_with_its_campaign(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_demo(tmp_path / "demo", DEMO_NOW)
+    code, out, err = run_main(capsys, "--batch", "list", "--format", "json", str(tmp_path / "demo"))
+    no_traceback(err)
+    assert code == 1
+    rows = json.loads(out)["experiments"]
+    camp = next(r for r in rows if r["id"] == "camp-5e1f0c2a")
+    assert camp["source"] == str(tmp_path / "demo") and camp["state"] == "finished" and camp["state_raw"] == "fetched"
+    assert camp["benchmark"] == "swe-bench" and camp["model"] == "mock-agent@slice1"
+    assert camp["verdict"] == "investigate" and (camp["valid"], camp["expected"]) == (1, 1)
+    assert len(rows) == 7
+
+
+def test_audit_json_of_a_campaign(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_demo(tmp_path / "demo", DEMO_NOW)
+    code, out, err = run_main(capsys, "--batch", "audit", "--format", "json", str(tmp_path / "demo/camp-5e1f0c2a"))
+    no_traceback(err)
+    assert code == 1
+    [e] = json.loads(out)["experiments"]
+    assert set(e) == EXPERIMENT_KEYS and set(e["trials"]) == TRIALS_KEYS
+    assert e["source"] == "csbench"
+    checks = {c["id"]: c for c in e["checks"]}
+    assert list(checks) == ["campaign_state", "tasks", "artifacts", "mock_vs_real", *ITEMS, "teardown"]
+    assert checks["mock_vs_real"]["status"] == "fail"
+    assert checks["teardown"]["status"] == "warn" and "NAT and EIP" in checks["teardown"]["evidence"]
+    assert checks["teardown"]["action"].startswith("csbench teardown camp-5e1f0c2a --config")
+
+
+def test_trials_of_a_failing_plan(tmp_path_factory: pytest.TempPathFactory,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    root = results(tmp_path_factory, "failing")
+    code, out, err = run_main(capsys, "--batch", "trials", "--status", "errored", "--format", "json", str(root))
+    no_traceback(err)
+    assert code == 0
+    trials = json.loads(out)["trials"]
+    assert sorted(t["task_name"] for t in trials) == ["suite:no-such-suite", "suite:swe-bench-lite"]
+    assert {t["failure_class"] for t in trials} == {"failed"}
+    code, out, _ = run_main(capsys, "--batch", "audit", "--format", "table", str(root))
+    assert code == 1 and "Every task completed" in out and "did not complete" in out
+
+
+def test_a_passing_plan_audits_clean(tmp_path_factory: pytest.TempPathFactory,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "--batch", "audit", "--format", "jsonl", str(results(tmp_path_factory,
+                                                                                          "passing")))
+    no_traceback(err)
+    [e] = [json.loads(line) for line in out.splitlines()]
+    assert e["verdict"] == "finalize" and code == 0
+    assert {c["id"]: c["status"] for c in e["checks"]}["artifacts"] == "pass"
+
+
+def test_campaigns_by_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bucket = tmp_path / "bucket"
+    exe, yaml = standin(tmp_path, bucket)
+    cloud_bucket(bucket, tmp_path, "camp-cccc3333")
+    toml = tmp_path / "evaldesk.toml"
+    toml.write_text(f'[csbench]\nconfig = "{yaml}"\nexecutable = "{exe}"\nresults_dir = "{tmp_path / "results"}"\n'
+                    f'campaigns = ["camp-cccc3333"]\n')
+    code, out, err = run_main(capsys, "--config", str(toml), "--batch", "audit", "--format", "json",
+                              "csbench://camp-cccc3333")
+    no_traceback(err)
+    assert code == 1
+    [e] = json.loads(out)["experiments"]
+    assert (e["id"], e["state"], e["state_raw"]) == ("camp-cccc3333", "finished", "DONE")
+    checks = {c["id"]: c["status"] for c in e["checks"]}
+    assert checks["fetched"] == "warn" and checks["teardown"] == "warn"
+    # no [csbench] section: one line saying what is missing, exit 2
+    code, out, err = run_main(capsys, "--batch", "list", "csbench://camp-cccc3333")
+    assert code == 2 and "[csbench]" in err and out == ""
+    no_traceback(err)
