@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from services.core.config import ConfigError, load_config
 
-BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "monitor")
+BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor")
 
 
 def _version() -> str:
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="evaldesk",
         description="A keyboard-driven console for agentic-model evaluations. With no SOURCE it opens the "
         "sources in the config file, or the bundled demo data.",
-        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|monitor [options] SOURCE…  "
+        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|finish|monitor [options] SOURCE…  "
         "Demo data: evaldesk demo [DIR].  Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable.",
     )
     p.add_argument("sources", nargs="*", metavar="SOURCE",
@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="batch output (default: table on a terminal, json otherwise)")
     p.add_argument("--progress", choices=("none", "text", "json"), help="batch progress on stderr")
     p.add_argument("--apply", action="store_true", help="dedupe: carry out the plan (default is a dry run)")
+    p.add_argument("--break-lock", action="store_true",
+                   help="dedupe --apply, undo, finish: break a stale lock in the way (a dead holder, or "
+                        "one older than the limit) and say whose it was; a live holder's lock is never broken")
     p.add_argument("--status", choices=("valid", "errored", "running"), help="trials: only this status")
     p.add_argument("--exception", metavar="TYPE", help="trials: only this exception type")
     p.add_argument("--interval", type=float, default=None, metavar="S", help="monitor: seconds between polls")
