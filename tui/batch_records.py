@@ -108,12 +108,17 @@ async def _one(args: argparse.Namespace, config: Config, write_path: WritePath, 
     want = UNDOABLE if command == "undo" else UNFINISHED
     source, record, job = await recovery.locate(write_path, spec, config, want=want)
     try:
-        if record is None:
+        if record is None or record.status not in want:
             ctx = StepContext(source.fs())
             cleared = await write_path.clear_dead_lock(ctx, job)
             notes = [f"removed the lock left by {cleared.describe()}: that process is gone and its write "
                      "never began (or had ended), so nothing was changed"] if cleared else []
-            what = "no applied write in its quarantine" if command == "undo" else "no unfinished write in its quarantine"
+            if record is not None:
+                what = f"record {record.id} is {record.status.replace('_', ' ')}"
+            elif command == "undo":
+                what = "no applied write in its quarantine"
+            else:
+                what = "no unfinished write in its quarantine"
             return {"target": job, "record": None, "status": None, "restored" if command == "undo" else "done": [],
                     "message": f"nothing to {command}: {what}", "notes": notes}
         ctx = registry.context(record.action, source, config)

@@ -493,6 +493,7 @@ class WritePath:
                     await store.mark(status="failed", error=record.error)
                 self._index(record)
                 raise StepFailed(record.error, record.id) from None
+            await self._sweep(record, ctx)
             record.status = "applied"
             record.error = None
             record.finished_at = datetime.now(UTC)
@@ -532,6 +533,22 @@ class WritePath:
                            f"{record.action}: {_names(new)} — undoing would put back files written before "
                            f"{'it' if len(new) == 1 else 'they'} existed")
         return out
+
+    async def _sweep(self, record: Record, ctx: StepContext) -> None:
+        """Remove the temporary files an interrupted run left beside what the plan writes."""
+        dirs = {posixpath.dirname(s.path) for s in record.plan.steps if isinstance(s, WriteFileStep)}
+        dirs |= {posixpath.dirname(s.backup) for s in record.plan.steps if isinstance(s, WriteFileStep)}
+        if record.plan.record_dir:
+            dirs.add(record.plan.record_dir)
+        for d in sorted(dirs):
+            try:
+                names = await ctx.fs.list_dir(d)
+            except OSError:
+                continue
+            for name in names:
+                if TMP_MARK in name and name.startswith("."):
+                    with contextlib.suppress(OSError):
+                        await ctx.fs.remove_file(posixpath.join(d, name))
 
     async def _tidy(self, record: Record, ctx: StepContext) -> None:
         """After an undo or a complete roll-back the target holds exactly what it held before:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
+import socket
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +23,7 @@ from services.core.config import Config
 from services.core.source import Source, SourceUnavailable
 from services.remediations.base import WritePath, quarantine_job
 from services.remediations.errors import WriteRefused
+from services.remediations.lock import DirLock, pid_alive
 from services.remediations.records import FINAL, UNDOABLE, UNFINISHED, Record, RecordIndex, RecordStore, records_in
 from services.transport.fs import JobFS, LocalFS
 
@@ -92,6 +94,18 @@ class Pending(BaseModel):
                    created_at=datetime.fromisoformat(created) if isinstance(created, str) else None)
 
 
+async def in_progress(fs: JobFS, record: Record) -> bool:
+    """True when the record's writer is still at work (it holds the target's lock for this
+    record and the lock is not stale): that is a write going on, not an unfinished one."""
+    if record.plan.lock_dir:
+        try:
+            found = await DirLock(fs, record.plan.lock_dir).inspect()
+        except OSError:
+            return False
+        return found is not None and found[0] is not None and found[0].record == record.id and found[1] is None
+    return record.machine == socket.gethostname() and pid_alive(record.pid)
+
+
 async def from_index(index: RecordIndex) -> list[Pending]:
     """Unfinished records in this machine's index. A record kept on this machine's disk is
     read to confirm (a crash between its last mark and the index update leaves the index
@@ -111,7 +125,8 @@ async def from_index(index: RecordIndex) -> list[Pending]:
             if record.status not in UNFINISHED:
                 index.put(record, loc)
                 continue
-            out.append(Pending.of(record))
+            if not await in_progress(LocalFS(), record):
+                out.append(Pending.of(record))
         else:
             out.append(Pending.of_entry(entry))
     return out
@@ -123,10 +138,11 @@ async def in_job_dirs(fs: JobFS, job_dirs: Iterable[str], problems: list[str] | 
 
     async def look(job: str) -> list[Record]:
         async with gate:
-            return await records_in(fs, job, problems)
+            return [r for r in await records_in(fs, job, problems)
+                    if r.status in UNFINISHED and not await in_progress(fs, r)]
 
     found = await asyncio.gather(*(look(j) for j in job_dirs))
-    return [Pending.of(r) for records in found for r in records if r.status in UNFINISHED]
+    return [Pending.of(r) for records in found for r in records]
 
 
 def merge(*groups: Iterable[Pending]) -> list[Pending]:
@@ -149,6 +165,7 @@ async def locate(write_path: WritePath, spec: str, config: Config, *,
     record id (or a unique prefix of one) this machine knows, or a job dir (local path or
     ssh:// URL) whose newest record with a status in `want` is taken (None: there is none).
 
+    A record named by id is returned whatever its status; the caller checks it.
     Raises SourceUnavailable when the target cannot be opened, WriteRefused when SPEC names
     nothing evaldesk knows."""
     from services.core.registry import open_source
@@ -193,8 +210,3 @@ async def locate(write_path: WritePath, spec: str, config: Config, *,
         await source.close()
         raise
     return source, (records[0] if records else None), job
-
-
-def job_of(record: Record) -> str:
-    """The job dir a record's target lock guards (its target when it keeps no lock)."""
-    return record.plan.lock_dir or posixpath.dirname(record.plan.record_dir or record.target)
