@@ -406,8 +406,8 @@ class WritePath:
             if state == "not_done":
                 continue
             if state == "conflict":
-                why = await undo_check(step, ctx) if isinstance(step, MoveStep) else None
-                blocked.append(why or detail)
+                # said as undo sees it: what changed since apply left it
+                blocked.append(await undo_check(step, ctx) or detail)
                 continue
             why = await undo_check(step, ctx)
             if why:
