@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -29,10 +29,10 @@ from services.core.models import (
     Trial,
     TrialStatus,
 )
-from services.core.registry import open_source, open_sources
+from services.core.registry import open_sources
 from services.core.source import Source, SourceUnavailable
 from services.remediations.errors import LockHeld, ReadOnly, StepFailed, TargetUnwritable, WriteRefused
-from services.remediations.records import Plan
+from services.remediations.records import Plan, Record
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
@@ -298,10 +298,12 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
         applied = False
         if args.apply and not plan.nothing_to_do:
             progress(0, len(plan.steps), f"dedupe of {e.id}: {len(plan.steps)} step(s)")
-            await with_lock_breaking(
-                args, write_path, registry.context("dedupe", src, config), progress.err,
-                lambda src=src, e=e, plan=plan: registry.apply("dedupe", plan, e.id, src, config, write_path,
-                                                               progress=lambda i, n, m: progress(i, n, m)))
+
+            def run(src: Source = src, e: Experiment = e, plan: Plan = plan) -> Awaitable[Record]:
+                return registry.apply("dedupe", plan, e.id, src, config, write_path,
+                                      progress=lambda i, n, m: progress(i, n, m))
+
+            await with_lock_breaking(args, write_path, registry.context("dedupe", src, config), progress.err, run)
             applied = True
         elif not plan.nothing_to_do:
             worst = EXIT_ACTION

@@ -205,8 +205,9 @@ class WritePath:
                 if entry.get("target") == plan.target and entry.get("host") == plan.host and entry.get("id") != plan.id:
                     found.append(f"{entry.get('action')} {entry.get('id')}")
         if found:
-            raise WriteRefused(f"{plan.target} has an unfinished write: {'; '.join(found)} — finish it or roll it "
-                               "back first (evaldesk --batch finish ID / evaldesk --batch undo ID); nothing was changed")
+            raise WriteRefused(f"{plan.target} has an unfinished write: {'; '.join(found)} — finish it or roll "
+                               "it back first (evaldesk --batch finish ID / evaldesk --batch undo ID); nothing was "
+                               "changed")
 
     async def _run(self, plan: Plan, ctx: StepContext, progress: Progress | None) -> Record:
         record = Record(id=plan.id, action=plan.action, target=plan.target, host=plan.host,
@@ -336,8 +337,9 @@ class WritePath:
 
     async def _break(self, lock: DirLock, owner: LockOwner | None, why: str) -> LockOwner | None:
         broken = await lock.break_stale(owner)
-        self.journal.append("lock:break", lock.target, before={"lock": owner.model_dump(mode="json") if owner else None},
-                            after={"lock": None}, reason=why, record=owner.record if owner else None)
+        held = owner.model_dump(mode="json") if owner else None
+        self.journal.append("lock:break", lock.target, before={"lock": held}, after={"lock": None}, reason=why,
+                            record=owner.record if owner else None)
         return broken
 
     async def _lock_for(self, record: Record, ctx: StepContext, action: str) -> DirLock | None:
@@ -457,7 +459,8 @@ class WritePath:
             states = [await step_state(step, ctx) for step in record.plan.steps]
             conflicts = [f"step {i + 1}: {d}" for i, (s, d) in enumerate(states) if s == "conflict"]
             if conflicts:
-                raise WriteRefused(f"cannot finish {record.action} {record.id}, nothing changed: {'; '.join(conflicts)}")
+                raise WriteRefused(f"cannot finish {record.action} {record.id}, nothing changed: "
+                                   f"{'; '.join(conflicts)}")
             store = self._store(record.plan, ctx)
             if record.status != "applying":
                 record.status = "applying"
@@ -477,8 +480,9 @@ class WritePath:
                             await store.mark(status="failed", error=message)
                         self._index(record)
                         self._journal(record, "finish-failed")
-                        raise StepFailed(f"{message}; the record stays open: finish it again once that is fixed, "
-                                         f"or roll it back with `evaldesk --batch undo {record.id}`", record.id) from None
+                        raise StepFailed(f"{message}; the record stays open: finish it again once that is "
+                                         f"fixed, or roll it back with `evaldesk --batch undo {record.id}`",
+                                         record.id) from None
                     if result:
                         record.results[i] = result
                     await store.mark(step=i, state="done", result=result or None)

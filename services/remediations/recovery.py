@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import posixpath
 import socket
 from collections.abc import Iterable
 from datetime import UTC, datetime

@@ -102,7 +102,7 @@ def test_kill_then_undo_restores_the_job_byte_for_byte(tmp_path: Path, point: st
         entry = RecordIndex().get(record_id)
         assert entry is not None and entry["status"] == "undone" and not entry["location"]["on_target"]
         assert (Path(entry["location"]["record_dir"]) / "record.json").is_file()
-        assert [e.action for e in journal][0] == "dedupe:begin"
+        assert journal[0].action == "dedupe:begin"
         assert journal[-1].action == "dedupe:undo" and journal[-1].detail["record"] == record_id
 
     # and a fresh apply completes cleanly
