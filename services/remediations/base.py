@@ -222,7 +222,15 @@ class WritePath:
             raise TargetUnwritable(f"cannot write the record of this {plan.action} in {store.dir}: "
                                    f"{describe_error(exc)}; nothing was changed") from None
         self._index(record)
-        self._journal(record, "begin")
+        try:
+            self._journal(record, "begin")
+        except OSError as exc:
+            # the journal is written ahead too: without it, no change is made
+            with contextlib.suppress(OSError):
+                await _remove_record_files(store)
+            self.index.forget(record.id)
+            raise WriteRefused(f"cannot write the journal {self.journal.path}: {describe_error(exc)}; "
+                               "nothing was changed") from None
         checkpoint("recorded")
         n = len(plan.steps)
         for i, step in enumerate(plan.steps):
@@ -616,23 +624,49 @@ class WritePath:
             before, after = after, before
         self.journal.append(
             f"{record.action}:{event}",
-            record.target,
-            before=before or None,
-            after=after or None,
+            _printable(record.target),
+            before=_printable(before or None),
+            after=_printable(after or None),
             record=record.id,
             status=record.status,
             steps=len(record.plan.steps),
             done=record.n_done,
             host=record.host,
-            experiment=record.experiment,
-            error=record.error,
-            notes=record.notes or None,
-            meta=rest or None,
+            experiment=_printable(record.experiment),
+            error=_printable(record.error),
+            notes=_printable(record.notes or None),
+            meta=_printable(rest or None),
         )
 
 
 class _VerifyFailed(Exception):
     pass
+
+
+def _printable(value: Any) -> Any:
+    """Names that are not UTF-8 (surrogate escapes) as their bytes' `\\xNN` escapes: the
+    journal is UTF-8 JSON for people and tools; the record keeps the exact name."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return value
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_printable(v) for v in value]
+    return value
+
+
+async def _remove_record_files(store: RecordStore) -> None:
+    for name in (RECORD_FILE, STEPS_LOG):
+        with contextlib.suppress(FileNotFoundError):
+            await store.fs.remove_file(posixpath.join(store.dir, name))
+    await _remove_own_tree(store.fs, store.dir)
+    if posixpath.basename(posixpath.dirname(store.dir)) == QUARANTINE_DIR:
+        with contextlib.suppress(OSError):
+            await store.fs.rmdir(posixpath.dirname(store.dir))
 
 
 def _step_checkpoint(i: int) -> Callable[[str], None]:

@@ -211,6 +211,10 @@ class RecordIndex:
             os.fsync(fh.fileno())
         os.replace(tmp, self._path(record.id))
 
+    def forget(self, record_id: str) -> None:
+        """Drop an entry whose record never took effect (its write refused before any change)."""
+        self._path(record_id).unlink(missing_ok=True)
+
     def get(self, record_id: str) -> dict[str, Any] | None:
         try:
             data = json.loads(self._path(record_id).read_bytes())

@@ -21,7 +21,7 @@ import uuid
 import asyncssh
 
 from services.core.source import SourceUnavailable
-from services.transport.fs import READ_TIMEOUT_S, FileStat, NotRegularFile, TooLarge, tmp_prefix
+from services.transport.fs import READ_TIMEOUT_S, FileStat, NotRegularFile, TooLarge, checkpoint, tmp_prefix
 from services.transport.ssh import HostSpec, SSHPool, describe
 
 
@@ -214,6 +214,7 @@ class SFTPFS:
                     await fh.fsync()
             if old is not None and old.permissions is not None:
                 await sftp.chmod(tmp, st_mod.S_IMODE(old.permissions))
+            checkpoint(f"write:{posixpath.basename(path)}")
             await sftp.posix_rename(tmp, path)
         except asyncssh.SFTPError as exc:
             with contextlib.suppress(asyncssh.SFTPError):

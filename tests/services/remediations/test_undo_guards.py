@@ -181,3 +181,21 @@ def test_a_200_mb_aggregate_is_refused_with_a_note_not_read_whole(tmp_path: Path
     # the file is never read whole: peak memory stays where a job without it is
     assert kb < baseline + 40 * 1024, (kb, baseline)
     assert (d / "harbor_result.json").stat().st_size == 200 * 1024 * 1024
+
+
+def test_a_trial_dir_whose_name_is_not_utf8_is_moved_journaled_and_put_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = job_to_dedupe(tmp_path)
+    code, out, _ = cli(capsys, "--batch", "dedupe", "--format", "json", str(d))
+    surplus = json.loads(out)["plans"][0]["remove"][0]
+    odd = os.fsencode(str(d)) + b"/task-000__\xff\xfe\x1b[31m"
+    os.rename(os.fsencode(str(d / surplus)), odd)
+    before = full_tree(d)
+    _, record = applied(capsys, d)
+    assert not os.path.lexists(odd)
+    [done] = [e for e in Journal().entries() if e.action == "dedupe:apply"]
+    assert "task-000__\\xff\\xfe\x1b[31m" in done.before["trial_dirs"]  # said, not lost, in the journal
+    code, _, err = undo(capsys, record)
+    assert code == 0, err
+    assert os.path.isdir(odd)
+    assert full_tree(d) == before
