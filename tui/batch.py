@@ -288,10 +288,12 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
 async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
                   console: Console, out: IO[str], progress: Progress) -> int:
     from services.remediations import dedupe, registry
-    from tui.batch_records import with_lock_breaking, write_path_for
+    from tui.batch_records import lock_held_line, with_lock_breaking, write_path_for
 
     write_path = write_path_for(args, config)
     results: list[tuple[Plan, bool]] = []
+    failed: list[WriteRefused | StepFailed] = []
+    not_applied: set[str] = set()
     worst = EXIT_OK
     for src, e in exps:
         plan = await registry.plan("dedupe", e, src, config)
@@ -303,11 +305,24 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
                 return registry.apply("dedupe", plan, e.id, src, config, write_path,
                                       progress=lambda i, n, m: progress(i, n, m))
 
-            await with_lock_breaking(args, write_path, registry.context("dedupe", src, config), progress.err, run)
+            try:
+                await with_lock_breaking(args, write_path, registry.context("dedupe", src, config), progress.err,
+                                         run)
+            except (WriteRefused, StepFailed) as exc:
+                # one job's refusal does not stop the others; what was applied is reported below
+                failed.append(exc)
+                not_applied.add(plan.id)
+                results.append((plan, False))
+                continue
             applied = True
         elif not plan.nothing_to_do:
             worst = EXIT_ACTION
         results.append((plan, applied))
+    if len(failed) == 1 and not any(a for _, a in results):
+        raise failed[0]  # nothing was applied: the error alone is the answer
+    for why in failed:
+        progress.err.write(lock_held_line(why) if isinstance(why, LockHeld) else f"evaldesk: {why}\n")
+        worst = max(worst, EXIT_USAGE if isinstance(why, (LockHeld, ReadOnly, TargetUnwritable)) else EXIT_ACTION)
     if fmt == "json":
         out.write(_dump({"plans": [dedupe.batch_json(p, a) for p, a in results]}) + "\n")
     elif fmt == "jsonl":
@@ -320,6 +335,8 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
             if a:
                 console.print(f"applied: record {p.id}; undo with: evaldesk --batch undo {p.id}",
                               highlight=False, markup=False)
+            elif p.id in not_applied:
+                console.print("not applied: the reason is on stderr; nothing of it was changed", highlight=False)
             elif not p.nothing_to_do:
                 console.print("dry run: nothing moved; add --apply to carry it out", highlight=False)
             console.print()

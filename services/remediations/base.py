@@ -528,6 +528,11 @@ class WritePath:
     async def _appeared(self, record: Record, ctx: StepContext) -> list[str]:
         """Entries that appeared in the watched dirs since apply ended (a trial added after a
         dedupe): undo would put back files written before they existed."""
+        if record.listing is None and record.status == "applied":
+            try:
+                record.listing = await self._store(record.plan, ctx).load_listing()
+            except (OSError, ValueError) as exc:
+                return [f"the job's entries recorded at apply cannot be read: {describe_error(exc)}"]
         if not record.listing:
             return []
         out = []

@@ -178,14 +178,17 @@ class RecordStore:
                     record.finished_at = datetime.fromisoformat(ev["at"])
                 if ev["status"] == "undone":
                     record.undone_at = datetime.fromisoformat(ev["at"])
-        if record.status not in UNFINISHED:
-            try:
-                listing = json.loads(await self.fs.read_regular(self.listing_path, MAX_READ_BYTES))
-            except FileNotFoundError:
-                listing = None
-            if isinstance(listing, dict):
-                record.listing = {str(k): [str(n) for n in v] for k, v in listing.items() if isinstance(v, list)}
         return record
+
+    async def load_listing(self) -> dict[str, list[str]] | None:
+        """The watched dirs' entries when apply ended (read only by undo: it can be large)."""
+        try:
+            listing = json.loads(await self.fs.read_regular(self.listing_path, MAX_READ_BYTES))
+        except FileNotFoundError:
+            return None
+        if not isinstance(listing, dict):
+            return None
+        return {str(k): [str(n) for n in v] for k, v in listing.items() if isinstance(v, list)}
 
 
 class RecordIndex:

@@ -279,3 +279,17 @@ def test_a_lock_without_an_owner_is_stale_after_a_minute(tmp_path: Path) -> None
     p = run_cli("--batch", "dedupe", "--apply", "--break-lock", str(d))
     assert p.returncode == 0, p.stderr
     no_leftovers(d)
+
+
+def test_one_locked_job_does_not_hide_what_was_applied_to_the_others(tmp_path: Path) -> None:
+    locked = job_to_dedupe(tmp_path, "dev_set_v2_org-A_2026-03-02__09-00-00")
+    free = job_to_dedupe(tmp_path, "dev_set_v2_org-B_2026-03-02__09-00-00")
+    _lock(locked, host=socket.gethostname(), pid=os.getpid(), user="alice", started_at=datetime.now(UTC))
+    before = full_tree(locked)
+    p = run_cli("--batch", "dedupe", "--apply", "--format", "json", str(tmp_path))
+    assert p.returncode == 2
+    assert [ln for ln in p.stderr.splitlines() if "locked by" in ln] == [p.stderr.strip()]
+    by_id = {x["id"]: x for x in json.loads(p.stdout)["plans"]}
+    assert by_id[free.name]["applied"] is True and by_id[locked.name]["applied"] is False
+    assert full_tree(locked) == before
+    assert len(record_ids(free)) == 1
