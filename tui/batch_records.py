@@ -8,6 +8,7 @@ every batch command prints on stderr at start. No Textual import here.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Awaitable, Callable
 from typing import IO, Any, TypeVar
 
@@ -79,8 +80,11 @@ async def run_records_command(args: argparse.Namespace, config: Config, fmt: str
     """`undo` or `finish` for every SPEC; exit 0 when each was done or there was nothing to do."""
     write_path = write_path_for(args, config)
     command = args.command
-    print_pending(await recovery.from_index(write_path.index), err,
-                  skip={e["id"] for s in args.sources if (e := write_path.index.find(s)) is not None})
+    # the records this command acts on are not announced as waiting
+    named = {e["id"] for s in args.sources if (e := write_path.index.find(s)) is not None}
+    targets = {os.path.abspath(s) for s in args.sources if os.path.exists(s)}
+    print_pending([p for p in await recovery.from_index(write_path.index)
+                   if p.id not in named and not (p.host is None and p.target in targets)], err)
     results = []
     for spec in args.sources:
         result = await _one(args, config, write_path, command, spec, err)

@@ -166,7 +166,11 @@ class WritePath:
             raise WriteRefused(plan.blocked)
         lock = DirLock(ctx.fs, plan.lock_dir) if plan.lock_dir else None
         if lock is not None:
-            await lock.acquire(plan.action, plan.id)
+            try:
+                await lock.acquire(plan.action, plan.id)
+            except LockHeld as held:
+                await self._refuse_if_holder_left_unfinished(held, plan, ctx)
+                raise
         try:
             checkpoint("locked")
             await self._refuse_if_unfinished(plan, ctx)
@@ -191,6 +195,23 @@ class WritePath:
             # a lock that cannot be removed is left to look stale (its pid is gone once we exit)
             with contextlib.suppress(OSError):
                 await lock.release()
+
+    async def _refuse_if_holder_left_unfinished(self, held: LockHeld, plan: Plan, ctx: StepContext) -> None:
+        """A stale lock whose gone writer left its record unfinished is not something to break:
+        that write is to be finished or rolled back (which takes the lock over)."""
+        owner = held.owner if isinstance(held.owner, LockOwner) else None
+        job = quarantine_job(plan.record_dir)
+        if not held.can_break or owner is None or not owner.record or job is None:
+            return
+        try:
+            rec = await RecordStore(ctx.fs, posixpath.join(job, QUARANTINE_DIR, owner.record)).load()
+        except (OSError, ValueError):
+            return
+        if rec.status in UNFINISHED:
+            raise WriteRefused(
+                f"{plan.target} has an unfinished {rec.action} {rec.id} whose writer is gone ({owner.describe()}): "
+                f"{rec.n_done} of {len(rec.plan.steps)} steps done — `evaldesk --batch finish {rec.id}` carries it "
+                f"on, `evaldesk --batch undo {rec.id}` rolls it back; nothing was changed")
 
     async def _refuse_if_unfinished(self, plan: Plan, ctx: StepContext) -> None:
         """A half-done write on the same target must be finished or rolled back first: a new

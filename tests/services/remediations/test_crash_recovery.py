@@ -177,8 +177,15 @@ def test_every_batch_command_names_an_unfinished_write_on_stderr(tmp_path: Path)
         entry.unlink()
     p = run_cli("--batch", "list", "--format", "json", str(d))
     assert f"unfinished dedupe {record_id}" in p.stderr
-    # a new dedupe over a half-done one is refused until it is finished or rolled back
+    # a new dedupe over a half-done one is refused until it is finished or rolled back: its
+    # stale lock is not offered for breaking, the record is
     p = run_cli("--batch", "dedupe", "--apply", "--break-lock", str(d))
+    assert p.returncode == 1 and f"unfinished dedupe {record_id} whose writer is gone" in p.stderr, p.stderr
+    assert "--break-lock" not in p.stderr and f"evaldesk --batch undo {record_id}" in p.stderr
+    # with the lock removed by hand, the record alone still stops it
+    (d / ".evaldesk-lock" / "owner.json").unlink()
+    (d / ".evaldesk-lock").rmdir()
+    p = run_cli("--batch", "dedupe", "--apply", str(d))
     assert p.returncode == 1 and "has an unfinished write" in p.stderr, p.stderr
 
 
