@@ -156,6 +156,11 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     except StepFailed as exc:
         err.write(f"evaldesk: {exc}\n")
         return EXIT_ACTION
+    except OSError as exc:  # a job dir or record that cannot be read or written: say which
+        from services.remediations.steps import describe_error
+
+        err.write(f"evaldesk: {describe_error(exc)}\n")
+        return EXIT_USAGE
 
 
 def _run_monitor(args: Any, config: Config, out: IO[str]) -> int:

@@ -278,7 +278,13 @@ class WritePath:
             raise StepFailed(self._failure_message(record, message), record.id) from None
         record.status = "applied"
         record.finished_at = datetime.now(UTC)
-        await store.mark(status="applied")
+        try:
+            await store.mark(status="applied")
+        except OSError as exc:
+            # every step is done and verified; only the mark is missing, and finish adds it
+            raise StepFailed(f"{plan.title}: every step is done and verified, but its record could not be "
+                             f"marked ({describe_error(exc)}); `evaldesk --batch finish {record.id}` marks it",
+                             record.id) from None
         self._index(record)
         self._journal(record, "apply")
         checkpoint("applied")
@@ -470,9 +476,15 @@ class WritePath:
                 raise StepFailed("undo stopped: " + record.error, record.id)
             record.status = "undone"
             record.undone_at = datetime.now(UTC)
-            await store.mark(status="undone")
-            self._index(record)
-            await self._tidy(record, ctx)
+            try:
+                await store.mark(status="undone")
+                self._index(record)
+                await self._tidy(record, ctx)
+            except OSError as exc:
+                # everything is back; what is left is evaldesk's own bookkeeping in the job dir
+                self._index(record)
+                record.notes.append(f"everything was put back, but the record could not be moved out of the job "
+                                    f"dir: {describe_error(exc)}")
             self._journal(record, "undo")
             return record
         finally:
@@ -530,7 +542,11 @@ class WritePath:
             record.status = "applied"
             record.error = None
             record.finished_at = datetime.now(UTC)
-            await store.mark(status="applied", error=None)
+            try:
+                await store.mark(status="applied", error=None)
+            except OSError as exc:
+                raise StepFailed(f"every step of {record.id} is done and verified, but its record could not be "
+                                 f"marked: {describe_error(exc)}", record.id) from None
             self._index(record)
             self._journal(record, "finish")
             return record
