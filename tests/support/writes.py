@@ -1,4 +1,4 @@
-"""Helpers for tests of the write path on real files and real processes: the whole tree of a
+"""Tools for tests of the write path on real files and real processes: the whole tree of a
 job dir (evaldesk's own files included), the real `evaldesk` entry point in a subprocess, and
 a job to dedupe with two aggregates to rebuild."""
 

@@ -99,7 +99,7 @@ async def test_later_leaves_it_and_the_next_start_asks_again(jobs: Path, tmp_pat
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, RecoveryScreen)
-        await pilot.press("r")  # a refresh does not ask again in the same session
+        await pilot.press("r")  # a refresh does not ask again while the console runs
         await settle(pilot)
         assert not isinstance(app.screen, RecoveryScreen)
     assert full_tree(d) == held
