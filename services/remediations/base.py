@@ -239,7 +239,7 @@ class WritePath:
             await store.create(record)
         except OSError as exc:
             with contextlib.suppress(OSError):
-                await _remove_own_tree(store.fs, store.dir)
+                await _remove_record_files(store)
             raise TargetUnwritable(f"cannot write the record of this {plan.action} in {store.dir}: "
                                    f"{describe_error(exc)}; nothing was changed") from None
         self._index(record)
@@ -286,7 +286,7 @@ class WritePath:
                              f"marked ({describe_error(exc)}); `evaldesk --batch finish {record.id}` marks it",
                              record.id) from None
         self._index(record)
-        self._journal(record, "apply")
+        self._journal_end(record, "apply")
         checkpoint("applied")
         return record
 
@@ -324,7 +324,7 @@ class WritePath:
                 await self._tidy(record, ctx)
         else:
             record.error = f"{message}; not put back: {'; '.join(left)}"
-        self._journal(record, "apply-failed")
+        self._journal_end(record, "apply-failed")
 
     @staticmethod
     def _failure_message(record: Record, message: str) -> str:
@@ -485,7 +485,7 @@ class WritePath:
                 self._index(record)
                 record.notes.append(f"everything was put back, but the record could not be moved out of the job "
                                     f"dir: {describe_error(exc)}")
-            self._journal(record, "undo")
+            self._journal_end(record, "undo")
             return record
         finally:
             await self._release(lock)
@@ -520,7 +520,7 @@ class WritePath:
                         with contextlib.suppress(OSError):
                             await store.mark(status="failed", error=message)
                         self._index(record)
-                        self._journal(record, "finish-failed")
+                        self._journal_end(record, "finish-failed")
                         raise StepFailed(f"{message}; the record stays open: finish it again once that is "
                                          f"fixed, or roll it back with `evaldesk --batch undo {record.id}`",
                                          record.id) from None
@@ -548,7 +548,7 @@ class WritePath:
                 raise StepFailed(f"every step of {record.id} is done and verified, but its record could not be "
                                  f"marked: {describe_error(exc)}", record.id) from None
             self._index(record)
-            self._journal(record, "finish")
+            self._journal_end(record, "finish")
             return record
         finally:
             await self._release(lock)
@@ -641,6 +641,14 @@ class WritePath:
                 await fs.rmdir(parent)
 
     # -- the journal ---------------------------------------------------------------------------
+
+    def _journal_end(self, record: Record, event: str) -> None:
+        """The entry that closes a write: the change is made, so a journal that cannot be
+        written is said (in the record's notes), not a reason to fail what was done."""
+        try:
+            self._journal(record, event)
+        except OSError as exc:
+            record.notes.append(f"the journal {self.journal.path} could not be written: {describe_error(exc)}")
 
     def _journal(self, record: Record, event: str) -> None:
         """One journal entry per event of a write: `begin` (write-ahead, before the first
