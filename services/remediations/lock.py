@@ -20,7 +20,7 @@ import socket
 import time
 from datetime import UTC, datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from services.core.journal import current_user
 from services.remediations.errors import LockHeld, TargetUnwritable, WriteRefused
@@ -45,6 +45,12 @@ class LockOwner(BaseModel):
     started_at: datetime
     action: str = ""
     record: str = ""
+
+    @field_validator("started_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        # an owner.json written by hand (or by an old evaldesk) may lack the zone: it is UTC
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
     def describe(self, now: datetime | None = None) -> str:
         age = ((now or datetime.now(UTC)) - self.started_at).total_seconds()
