@@ -206,6 +206,17 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("confirm.escape", "escape", "cancel", "Cancel", "confirm", show=False, key_display="esc",
                palette=False, help="Cancel: change nothing"),
     *_scroll_actions("confirm", "the preview", keys_jk=True),
+    # an unfinished write found at start; a target locked by another writer
+    ActionSpec("recovery.finish", "f", "finish", "Finish", "recovery",
+               help="Carry the interrupted write on to the end"),
+    ActionSpec("recovery.rollback", "b", "rollback", "Roll back", "recovery",
+               help="Put back everything the interrupted write did"),
+    ActionSpec("recovery.later", "l", "later", "Later", "recovery", help="Leave it; asked again at the next start"),
+    ActionSpec("recovery.escape", "escape", "later", "Later", "recovery", show=False, key_display="esc",
+               palette=False, help="Leave it; asked again at the next start"),
+    ActionSpec("lock.break", "b", "break", "Break lock", "lock",
+               help="Break a stale lock (its holder is gone) and carry on"),
+    ActionSpec("lock.close", "escape", "close", "Close", "lock", key_display="esc", help="Change nothing"),
     # help, log
     ActionSpec("help.close", "escape", "close", "Close", "help", key_display="esc", help="Close help"),
     *_scroll_actions("help", "the keys", keys_jk=False),

@@ -33,7 +33,7 @@ from services.core.source import Source
 from services.monitor.activity import probe_snapshot
 from services.monitor.state import MonitorState
 from services.remediations.base import WritePath
-from services.remediations.errors import StepFailed, WriteRefused
+from services.remediations.errors import LockHeld, StepFailed, WriteRefused
 from services.remediations.records import Plan, Record
 from tui.actions import GLOBAL, bindings_for
 from tui.context import LogEntry
@@ -53,6 +53,7 @@ from tui.messages import (
     WriteDone,
 )
 from tui.palette import EvaldeskCommands
+from tui.write_recovery import RecoveryFlow, guarded
 from widgets.ids import shorten
 
 DEMO_LABEL = "demo"
@@ -100,7 +101,7 @@ def _reason(err: object) -> str:
     return str(getattr(err, "message", None) or (err if err is not None else "cancelled"))
 
 
-class EvaldeskApp(App[int]):
+class EvaldeskApp(RecoveryFlow, App[int]):
     TITLE = "evaldesk"
     CSS_PATH = str(Path(__file__).parent / "app.tcss")  # absolute: subclasses live elsewhere
     BINDINGS = bindings_for(GLOBAL)
@@ -152,6 +153,7 @@ class EvaldeskApp(App[int]):
         self._leaving = False
         self.scan_count = 0
         self.leaderboard_view: Any = None  # services.leaderboard.rows.LeaderboardView once read
+        self._init_recovery()
         self.keymap: dict[str, str] = dict(self.config.keys)
         self.monitor = self._make_monitor()
         if self.config.theme:
@@ -205,11 +207,8 @@ class EvaldeskApp(App[int]):
             raise KeyError(f"no source {label!r}") from None
 
     def write_refusal(self, action: str) -> str | None:
-        """Why a write may not run now, or None. The only place read-only mode is decided."""
-        if self.read_only:
-            why = "--read-only" if not self.config.read_only else "read_only = true in the config"
-            return f"Read-only mode ({why}): {action} would change files, so it is disabled."
-        return None
+        """Why a write may not run now, or None — as the write path decides it."""
+        return self.write_path.refusal(action)
 
     def guard_write(self, action: str) -> bool:
         """True when `action` may write; otherwise says why (notice + log) and returns False."""
@@ -267,6 +266,7 @@ class EvaldeskApp(App[int]):
         for err in self._startup_errors:
             self.record("error", "source", err)
         self.refresh_sources()
+        self.look_for_pending()
 
     # ---- polling: each source on its own interval, re-armed after each scan ends ------------
 
@@ -443,6 +443,9 @@ class EvaldeskApp(App[int]):
         self.last_scan_seconds[label] = message.seconds
         for screen in self.screen_stack:
             screen.post_message(SnapshotUpdated(snap))
+        source = self._sources_by_label.get(label)
+        if source is not None:
+            self.look_for_pending(source, snap)
         stale = [e for e in snap.experiments if e.stale_since is not None]
         if stale and snap.errors:
             # the source answered with its last good copy: it is down, whatever the worker says
@@ -662,7 +665,8 @@ class EvaldeskApp(App[int]):
     @property
     def write_path(self) -> WritePath:
         if self._write_path is None:
-            self._write_path = WritePath(self.journal, read_only=self.read_only)
+            why = "read_only = true in the config" if self.config.read_only else "--read-only"
+            self._write_path = WritePath(self.journal, read_only=self.read_only, read_only_why=why)
         return self._write_path
 
     @on(RequestPlan)
@@ -689,10 +693,10 @@ class EvaldeskApp(App[int]):
         self.post_message(PlanReady(action, key, plan))
 
     async def _plan_undo(self, key: str, exp: Experiment) -> None:
-        from services.remediations.records import records_in
+        from services.remediations.records import UNDOABLE, records_in
 
         source = self.source_for(key)
-        records = [r for r in await records_in(source.fs(), exp.path) if r.status == "applied"]
+        records = [r for r in await records_in(source.fs(), exp.path) if r.status in UNDOABLE]
         from tui.batch_leaderboard import local_records
 
         # leaderboard writes keep their records on this machine: the newest write of either kind
@@ -748,8 +752,6 @@ class EvaldeskApp(App[int]):
                 self.record("information", pending.action, f"{pending.action} cancelled: nothing changed",
                             notify=False)
             return
-        if not self.guard_write(pending.action):
-            return
         if self._writing:
             self.record("warning", pending.action, "another write is still running")
             return
@@ -764,21 +766,29 @@ class EvaldeskApp(App[int]):
         from services.remediations import registry
 
         source = self.source_for(pending.key)
-        try:
-            if isinstance(pending.payload, UndoRequest):
-                rec = pending.payload.record
-                done = await self.write_path.undo(rec, registry.context(rec.action, source, self.config))
-                summary = f"{exp.id}: undid {rec.action} {done.id}"
-            else:
-                plan = cast("Plan", pending.payload)
-                done = await registry.apply(pending.action, plan, exp.id, source, self.config, self.write_path)
-                summary = f"{pending.action} applied to {exp.id}: {len(plan.steps)} step(s), record {done.id}"
-        except WriteRefused as exc:
-            # a refusal, not a failure: nothing was changed, and the re-scan shows why
-            summary = f"{pending.action} refused: {exc}"
-        except StepFailed as exc:
-            summary = f"{pending.action} failed: {exc}"
-        self.post_message(WriteDone(pending.action, pending.key, summary))
+        action = pending.payload.record.action if isinstance(pending.payload, UndoRequest) else pending.action
+        ctx = registry.context(action, source, self.config)
+
+        async def run() -> None:
+            try:
+                if isinstance(pending.payload, UndoRequest):
+                    rec = pending.payload.record
+                    done = await self.write_path.undo(rec, ctx)
+                    summary = f"{exp.id}: undid {rec.action} {done.id}"
+                else:
+                    plan = cast("Plan", pending.payload)
+                    done = await registry.apply(pending.action, plan, exp.id, source, self.config, self.write_path)
+                    summary = f"{pending.action} applied to {exp.id}: {len(plan.steps)} step(s), record {done.id}"
+            except LockHeld:
+                raise  # the lock dialog says who holds it
+            except WriteRefused as exc:
+                # a refusal, not a failure: nothing was changed, and the re-scan shows why
+                summary = f"{pending.action} refused: {exc}"
+            except StepFailed as exc:
+                summary = f"{pending.action} failed: {exc}"
+            self.post_message(WriteDone(pending.action, pending.key, summary))
+
+        await guarded(self, f"{pending.action} of {exp.id}", pending.key, ctx, run)
 
     @on(WriteDone)
     def _on_write_done(self, message: WriteDone) -> None:

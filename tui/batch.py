@@ -9,10 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import posixpath
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -22,7 +21,6 @@ from rich.table import Table
 from services.audit.context import AuditContext
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
-from services.core.journal import Journal
 from services.core.models import (
     NO_REWARD_NOR_EXCEPTION,
     AuditReport,
@@ -32,11 +30,10 @@ from services.core.models import (
     Trial,
     TrialStatus,
 )
-from services.core.registry import open_source, open_sources
+from services.core.registry import open_sources
 from services.core.source import Source, SourceUnavailable
-from services.remediations.base import WritePath
-from services.remediations.errors import StepFailed, WriteRefused
-from services.remediations.records import Plan
+from services.remediations.errors import LockHeld, ReadOnly, StepFailed, TargetUnwritable, WriteRefused
+from services.remediations.records import Plan, Record
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
@@ -125,18 +122,23 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
             reconfigure(errors="backslashreplace")
     fmt = args.format or ("table" if out.isatty() else "json")
     progress = Progress(args.progress or ("text" if err.isatty() else "none"), err)
-    read_only = bool(args.read_only or config.read_only)
     # piped tables keep whole lines (COLUMNS, else wide) so grep and diff see one row per line
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
     console = Console(file=out, width=width, no_color=not out.isatty())
     cmd = args.command
-    if cmd in ("dedupe", "fix") and args.apply and read_only:
-        err.write("evaldesk: --apply refused: read-only mode is on (--read-only or read_only = true in config)\n")
-        return EXIT_USAGE
-    if cmd == "undo" and read_only:
-        err.write("evaldesk: undo refused: read-only mode is on\n")
-        return EXIT_USAGE
+    if cmd in ("undo", "finish") or (cmd in ("dedupe", "fix") and args.apply):
+        from tui.batch_records import write_path_for
+
+        # the write path decides; batch only asks before it reads anything
+        why = write_path_for(args, config).refusal(cmd)
+        if why:
+            err.write(f"evaldesk: {why}\n")
+            return EXIT_USAGE
     if cmd == "monitor":
+        from services.remediations import recovery
+        from tui.batch_records import print_pending, write_path_for
+
+        print_pending(asyncio.run(recovery.from_index(write_path_for(args, config).index)), err)
         return _run_monitor(args, config, out)
     try:
         return asyncio.run(_run(args, config, fmt, progress, console, out, err))
@@ -146,12 +148,25 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     except ValueError as exc:  # a malformed SOURCE URL
         err.write(f"evaldesk: {exc}\n")
         return EXIT_USAGE
+    except LockHeld as exc:
+        from tui.batch_records import lock_held_line
+
+        err.write(lock_held_line(exc))
+        return EXIT_USAGE
+    except (ReadOnly, TargetUnwritable) as exc:
+        err.write(f"evaldesk: {exc}\n")
+        return EXIT_USAGE
     except WriteRefused as exc:
         err.write(f"evaldesk: {exc}\n")
         return EXIT_ACTION
     except StepFailed as exc:
         err.write(f"evaldesk: {exc}\n")
         return EXIT_ACTION
+    except OSError as exc:  # a job dir or record that cannot be read or written: say which
+        from services.remediations.steps import describe_error
+
+        err.write(f"evaldesk: {describe_error(exc)}\n")
+        return EXIT_USAGE
 
 
 def _run_monitor(args: Any, config: Config, out: IO[str]) -> int:
@@ -163,8 +178,10 @@ def _run_monitor(args: Any, config: Config, out: IO[str]) -> int:
 async def _run(args: Any, config: Config, fmt: str, progress: Progress, console: Console,
                out: IO[str], err: IO[str]) -> int:
     cmd = args.command
-    if cmd == "undo":
-        return await _undo(args, config, fmt, out)
+    if cmd in ("undo", "finish"):
+        from tui.batch_records import run_records_command
+
+        return await run_records_command(args, config, fmt, out, err)
     if cmd == "journal":
         from tui.batch_leaderboard import run_journal
 
@@ -190,6 +207,9 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
         exps = [(src, e) for src, s in zip(sources, snaps, strict=True) for e in s.experiments]
         if not exps:
             return EXIT_USAGE
+        from tui.batch_records import notice_pending, write_path_for
+
+        await notice_pending(write_path_for(args, config), exps, err)
         if cmd == "fix":
             from tui.batch_leaderboard import run_fix
 
@@ -311,21 +331,41 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
 async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
                   console: Console, out: IO[str], progress: Progress) -> int:
     from services.remediations import dedupe, registry
+    from tui.batch_records import lock_held_line, with_lock_breaking, write_path_for
 
-    write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
+    write_path = write_path_for(args, config)
     results: list[tuple[Plan, bool]] = []
+    failed: list[WriteRefused | StepFailed] = []
+    not_applied: set[str] = set()
     worst = EXIT_OK
     for src, e in exps:
         plan = await registry.plan("dedupe", e, src, config)
         applied = False
         if args.apply and not plan.nothing_to_do:
             progress(0, len(plan.steps), f"dedupe of {e.id}: {len(plan.steps)} step(s)")
-            await registry.apply("dedupe", plan, e.id, src, config, write_path,
-                                 progress=lambda i, n, m: progress(i, n, m))
+
+            def run(src: Source = src, e: Experiment = e, plan: Plan = plan) -> Awaitable[Record]:
+                return registry.apply("dedupe", plan, e.id, src, config, write_path,
+                                      progress=lambda i, n, m: progress(i, n, m))
+
+            try:
+                await with_lock_breaking(args, write_path, registry.context("dedupe", src, config), progress.err,
+                                         run)
+            except (WriteRefused, StepFailed) as exc:
+                # one job's refusal does not stop the others; what was applied is reported below
+                failed.append(exc)
+                not_applied.add(plan.id)
+                results.append((plan, False))
+                continue
             applied = True
         elif not plan.nothing_to_do:
             worst = EXIT_ACTION
         results.append((plan, applied))
+    if len(failed) == 1 and not any(a for _, a in results):
+        raise failed[0]  # nothing was applied: the error alone is the answer
+    for why in failed:
+        progress.err.write(lock_held_line(why) if isinstance(why, LockHeld) else f"evaldesk: {why}\n")
+        worst = max(worst, EXIT_USAGE if isinstance(why, (LockHeld, ReadOnly, TargetUnwritable)) else EXIT_ACTION)
     if fmt == "json":
         out.write(_dump({"plans": [dedupe.batch_json(p, a) for p, a in results]}) + "\n")
     elif fmt == "jsonl":
@@ -336,62 +376,11 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
             for line in p.preview:
                 console.print(line, highlight=False, markup=False)
             if a:
-                console.print(f"applied: record {p.id}, moved into {p.meta.get('quarantine')}",
+                console.print(f"applied: record {p.id}; undo with: evaldesk --batch undo {p.id}",
                               highlight=False, markup=False)
+            elif p.id in not_applied:
+                console.print("not applied: the reason is on stderr; nothing of it was changed", highlight=False)
             elif not p.nothing_to_do:
                 console.print("dry run: nothing moved; add --apply to carry it out", highlight=False)
             console.print()
     return worst
-
-
-async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
-    """`undo JOB_DIR` (its last applied write) or `undo RECORD_ID` (any record this machine knows)."""
-    from services.remediations import registry
-    from services.remediations.records import records_in
-
-    write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
-    code = EXIT_OK
-    for spec in args.sources:
-        entry = None if (os.path.exists(spec) or "://" in spec) else write_path.index.find(spec)
-        target = spec
-        if entry is not None:
-            loc = entry.get("location", {})
-            if not loc.get("on_target"):
-                from tui.batch_leaderboard import undo_local
-
-                local = await undo_local(entry, config, write_path)
-                out.write((_dump(local) if fmt in ("json", "jsonl") else str(local["message"])) + "\n")
-                continue
-            job = posixpath.dirname(posixpath.dirname(str(loc.get("record_dir"))))
-            target = f"ssh://{loc['host']}{job}" if loc.get("host") else job
-        src = open_source(target, config)
-        try:
-            snap = await src.scan()
-            if len(snap.experiments) != 1:
-                raise SourceUnavailable(spec, "undo takes one job dir or a record id")
-            exp = snap.experiments[0]
-            records = await records_in(src.fs(), exp.path)
-            if entry is not None:
-                records = [r for r in records if r.id == entry["id"]]
-                if not records:
-                    raise SourceUnavailable(spec, f"record {entry['id']} is no longer in {exp.path}")
-            else:
-                records = [r for r in records if r.status in ("applied", "applying", "failed")][:1]
-            if not records:
-                result: dict[str, Any] = {"target": exp.path, "record": None, "status": None, "restored": [],
-                          "message": "nothing to undo: no applied write in the job's quarantine"}
-            else:
-                rec = records[0]
-                ctx = registry.context(rec.action, src, config)
-                lines, _ = await write_path.undo_preview(rec, ctx)
-                done = await write_path.undo(rec, ctx)
-                result = {"target": exp.path, "record": done.id, "status": done.status,
-                          "restored": [ln.strip() for ln in lines],
-                          "message": f"undid {done.action} {done.id}: {len(lines)} step(s) put back"}
-        finally:
-            await src.close()
-        if fmt in ("json", "jsonl"):
-            out.write(_dump(result) + "\n")
-        else:
-            out.write(str(result["message"]) + "\n")
-    return code

@@ -183,7 +183,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     """EVALDESK_READ_ONLY=1, EVALDESK_POLICY__ERROR_FRACTION_MAX=0.05 (`__` nests)."""
     out: dict[str, Any] = {}
     for key, value in environ.items():
-        if not key.startswith("EVALDESK_") or key in ("EVALDESK_CONFIG",):
+        # EVALDESK_CRASH_AT / EVALDESK_STOP_AT name write-path checkpoints, not config keys
+        if not key.startswith("EVALDESK_") or key in ("EVALDESK_CONFIG", "EVALDESK_CRASH_AT", "EVALDESK_STOP_AT"):
             continue
         parts = key[len("EVALDESK_") :].lower().split("__")
         node = out

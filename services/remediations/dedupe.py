@@ -29,11 +29,15 @@ from services.core.source import Source, source_host
 from services.harbor.stats import job_stats
 from services.remediations.errors import WriteRefused
 from services.remediations.records import QUARANTINE_DIR, Plan, new_record_id
-from services.remediations.steps import MAX_READ_BYTES, MoveStep, Step, StepContext, WriteFileStep
-from services.transport.fs import JobFS, NotRegularFile, TooLarge
+from services.remediations.steps import MoveStep, Step, StepContext, WriteFileStep, describe_error
+from services.transport.fs import READ_TIMEOUT_S, JobFS, NotRegularFile, TooLarge
 
 ACTION = "dedupe"
 AGGREGATES = ("result.json", "harbor_result.json")
+
+# an aggregate is rebuilt in memory (parsed, then written back): one larger than this is left
+# as it is, with a note, rather than read whole (Harbor's are a few MB for 100k trials)
+MAX_AGGREGATE_BYTES = 32 * 1024 * 1024
 
 
 class Removal(BaseModel):
@@ -89,14 +93,24 @@ def _sha(data: bytes) -> str:
 
 
 async def _read_aggregate(fs: JobFS, exp: Experiment, name: str, notes: list[str]) -> bytes | None:
+    """An aggregate's bytes, or None (with a note) when it is absent or not safe to rewrite:
+    a symlink, a fifo or device, a file over the size limit, one that cannot be read in time."""
     path = posixpath.join(exp.path, name)
-    if await fs.stat(path) is None:
+    st = await fs.lstat(path)
+    if st is None:
+        return None
+    if st.is_link:
+        notes.append(f"{name} is not rebuilt: it is a symlink, and evaldesk never writes through one")
         return None
     try:
-        return await fs.read_regular(path, MAX_READ_BYTES)
+        return await fs.read_regular(path, MAX_AGGREGATE_BYTES)
     except (NotRegularFile, TooLarge) as exc:
         notes.append(f"{name} is not rebuilt: {exc}")
-        return None
+    except TimeoutError:
+        notes.append(f"{name} is not rebuilt: it could not be read in {READ_TIMEOUT_S:.0f} s")
+    except OSError as exc:
+        notes.append(f"{name} is not rebuilt: {describe_error(exc)}")
+    return None
 
 
 def _rebuilt(original: bytes, kept: list[Any]) -> str:
@@ -151,6 +165,9 @@ async def build_plan(exp: Experiment, fs: JobFS, policy: Policy | None = None, *
                 backup=posixpath.join(qdir, "files", f"{name}.orig"), label=name,
             ))
     steps += writes
+    moved = sorted(set(sel.remove) | set(sel.copies))
+    # a trial added after the dedupe shows up in one of these; undo then refuses, naming it
+    watch = sorted({exp.path} | {posixpath.dirname(inside(exp.path, safe_rel(c))) for c in sel.copies}) if steps else []
     preview = _preview(sel, exp, record_id, notes, writes)
     if blocked and steps:
         preview += ["", f"Cannot apply now: {blocked}."]
@@ -167,10 +184,17 @@ async def build_plan(exp: Experiment, fs: JobFS, policy: Policy | None = None, *
         lock_dir=exp.path,
         record_dir=qdir,
         blocked=blocked,
+        watch=watch,
         meta={
             "id": exp.id, "before": sel.before, "after": sel.after, "remove": sel.remove, "keep": sel.keep,
             "copies": sel.copies, "n_rep": sel.n_rep, "quarantine": qdir,
-            "journal": {"attempts_before": sel.before, "attempts_after": sel.after},
+            "journal": {
+                "before": {"attempts": sel.before, "trial_dirs": moved,
+                           "aggregates": {w.label: w.old_sha256 for w in writes}},
+                "after": {"attempts": sel.after,
+                          "trial_dirs": [f"{QUARANTINE_DIR}/{record_id}/trials/{rel}" for rel in moved],
+                          "aggregates": {w.label: w.new_sha256 for w in writes}},
+            },
         },
     )
 

@@ -1,8 +1,11 @@
 """Plans and their write-ahead records: what will be done, and how far it got.
 
-A record lives in two files beside what it changed (`record.json`, written once before the
-first change; `steps.log`, one fsync'd line per step done or undone), and in this machine's
-index (`$XDG_STATE_HOME/evaldesk/records/`) so an unfinished one is found at the next start.
+A record lives in files beside what it changed (`record.json`, written once before the first
+change; `steps.log`, one fsync'd line per step done or undone and per status change;
+`listing.json`, the watched dirs' entries when apply ended), and in this machine's index
+(`$XDG_STATE_HOME/evaldesk/records/`) so an unfinished one is found at the next start. After
+an undo (or a complete roll-back) the files move from the target into the index's folder:
+the target is left exactly as it was, and the story stays on this machine and in the journal.
 """
 
 from __future__ import annotations
@@ -31,10 +34,21 @@ RECORD_FILE = "record.json"
 STEPS_LOG = "steps.log"
 
 
+LISTING_FILE = "listing.json"
+
+
 RecordStatus = Literal["applying", "applied", "failed", "rolled_back", "undone"]
 
 
 FINAL: frozenset[str] = frozenset({"applied", "rolled_back", "undone"})
+
+
+# a record in one of these states left its target half changed: finish it or roll it back
+UNFINISHED: frozenset[str] = frozenset({"applying", "failed"})
+
+
+# what `undo` of a job dir looks for: the newest record that still has changes in place
+UNDOABLE: frozenset[str] = frozenset({"applied", "applying", "failed"})
 
 
 def new_record_id(action: str, now: datetime | None = None, salt: str | None = None) -> str:
@@ -60,6 +74,9 @@ class Plan(BaseModel):
     record_dir: str | None = Field(None, description="where the record lives on the target's fs; None: locally")
     meta: dict[str, Any] = Field(default_factory=dict, description="the remediation's figures for batch JSON")
     blocked: str | None = Field(None, description="why this plan may be previewed but not applied")
+    watch: list[str] = Field(default_factory=list, description=(
+        "dirs whose entries are recorded when apply ends; undo refuses when entries appeared since "
+        "(a trial added after a dedupe), naming them"))
 
     @property
     def nothing_to_do(self) -> bool:
@@ -88,6 +105,8 @@ class Record(BaseModel):
     finished_at: datetime | None = None
     undone_at: datetime | None = None
     plan: Plan
+    listing: dict[str, list[str]] | None = Field(None, description="the watched dirs' entries when apply ended")
+    notes: list[str] = Field(default_factory=list, description="what a person should know, e.g. a lock taken over")
 
     @property
     def n_done(self) -> int:
@@ -117,6 +136,13 @@ class RecordStore:
     @property
     def log_path(self) -> str:
         return posixpath.join(self.dir, STEPS_LOG)
+
+    @property
+    def listing_path(self) -> str:
+        return posixpath.join(self.dir, LISTING_FILE)
+
+    async def write_listing(self, listing: dict[str, list[str]]) -> None:
+        await self.fs.write_bytes_atomic(self.listing_path, dump_json(listing))
 
     async def create(self, record: Record) -> None:
         await self.fs.makedirs(self.dir)
@@ -154,6 +180,16 @@ class RecordStore:
                     record.undone_at = datetime.fromisoformat(ev["at"])
         return record
 
+    async def load_listing(self) -> dict[str, list[str]] | None:
+        """The watched dirs' entries when apply ended (read only by undo: it can be large)."""
+        try:
+            listing = json.loads(await self.fs.read_regular(self.listing_path, MAX_READ_BYTES))
+        except FileNotFoundError:
+            return None
+        if not isinstance(listing, dict):
+            return None
+        return {str(k): [str(n) for n in v] for k, v in listing.items() if isinstance(v, list)}
+
 
 class RecordIndex:
     """This machine's list of records (`$XDG_STATE_HOME/evaldesk/records/`): where each lives,
@@ -177,6 +213,10 @@ class RecordIndex:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, self._path(record.id))
+
+    def forget(self, record_id: str) -> None:
+        """Drop an entry whose record never took effect (its write refused before any change)."""
+        self._path(record_id).unlink(missing_ok=True)
 
     def get(self, record_id: str) -> dict[str, Any] | None:
         try:
@@ -207,18 +247,28 @@ class RecordIndex:
         return hits[0] if len(hits) == 1 else None
 
 
-async def records_in(fs: JobFS, job_dir: str) -> list[Record]:
-    """The records kept in a job dir's quarantine, newest first (unreadable ones skipped)."""
+async def records_in(fs: JobFS, job_dir: str, problems: list[str] | None = None) -> list[Record]:
+    """The records kept in a job dir's quarantine, newest first. One that cannot be read is
+    skipped, and said in `problems` when given."""
     root = posixpath.join(job_dir, QUARANTINE_DIR)
     try:
         names = await fs.list_dir(root)
-    except OSError:
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        if problems is not None:
+            problems.append(f"cannot list {root}: {exc.strerror or exc}")
         return []
     out = []
     for name in sorted(names, reverse=True):
         store = RecordStore(fs, posixpath.join(root, name))
         try:
             out.append(await store.load())
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            continue  # not a record dir (or one an undo is tidying away right now)
+        except (OSError, ValueError) as exc:
+            if problems is not None:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                problems.append(f"cannot read the record in {store.dir}: {why}")
             continue
     return out

@@ -4,23 +4,49 @@ Remediations and the log tail use only this, so the same code moves a trial dir 
 disk or over SFTP. Paths are absolute POSIX strings on the machine that holds the files;
 names that are not UTF-8 travel as str with surrogate escapes (os.fsdecode), never mangled.
 
-What the write path relies on: `rename` never overwrites and never falls back to a copy;
-`write_bytes_atomic` is a temporary file in the same dir, fsync'd, renamed over the target
-(keeping the target's mode) and the dir fsync'd; `mkdir_exclusive` is atomic (the lock);
-`read_regular` refuses fifos and devices, caps the size and gives up after a timeout.
+What the write path relies on: `rename` never overwrites (renameat2's RENAME_NOREPLACE where
+the filesystem has it) and never falls back to a copy; `write_bytes_atomic` is a temporary
+file in the same dir (named `.<name>.evaldesk-tmp-…`, so one a crash leaves behind can be
+found and removed), fsync'd, renamed over the target (keeping the target's mode) and the dir
+fsync'd; `mkdir_exclusive` is atomic (the lock); `read_regular` refuses fifos and devices,
+caps the size and gives up after a timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
 import hashlib
 import os
+import signal
 import stat as st_mod
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 READ_TIMEOUT_S = 30.0
+
+# the marker in the name of every temporary file evaldesk writes before a rename
+TMP_MARK = ".evaldesk-tmp-"
+
+# Named points on the write path where the process can be made to die (SIGKILL) or stop
+# (SIGSTOP): how the kill tests prove that every interruption is recoverable.
+CRASH_ENV = "EVALDESK_CRASH_AT"
+STOP_ENV = "EVALDESK_STOP_AT"
+
+
+def checkpoint(name: str) -> None:
+    """Die here when EVALDESK_CRASH_AT names this point; stop here for EVALDESK_STOP_AT."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(STOP_ENV) == name:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def tmp_prefix(path: str) -> str:
+    """The name prefix of the temporary files an atomic write of `path` uses."""
+    return f".{os.path.basename(path)}{TMP_MARK}"
 
 
 class NotRegularFile(OSError):
@@ -38,10 +64,15 @@ class FileStat:
     is_dir: bool
     is_file: bool = True
     mode: int = 0
+    is_link: bool = False
 
 
 class JobFS(Protocol):
     async def stat(self, path: str) -> FileStat | None: ...
+
+    async def lstat(self, path: str) -> FileStat | None:
+        """Like `stat`, but a symlink is described as itself (`is_link`), never followed."""
+        ...
 
     async def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes: ...
 
@@ -77,8 +108,34 @@ class JobFS(Protocol):
 
 
 def _tmp_name(path: str) -> str:
-    head, tail = os.path.split(path)
-    return os.path.join(head, f".{tail}.evaldesk-tmp-{os.getpid()}")
+    return os.path.join(os.path.dirname(path), f"{tmp_prefix(path)}{os.getpid()}")
+
+
+def _load_renameat2() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not glibc ≥ 2.28, or not Linux
+        return None
+
+
+_RENAMEAT2 = _load_renameat2()
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(src: str, dst: str) -> None:
+    """rename(2) that fails with FileExistsError instead of replacing `dst` — atomically where
+    the filesystem supports RENAME_NOREPLACE, else by looking first. Never a copy."""
+    if _RENAMEAT2 is not None:
+        rc = _RENAMEAT2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+        if rc == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(code, os.strerror(code), src, None, dst)
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, "refusing to overwrite", dst)
+    os.rename(src, dst)
 
 
 def _fsync_dir(path: str) -> None:
@@ -108,6 +165,17 @@ class LocalFS:
             return None
         return FileStat(st.st_size, st.st_mtime, st_mod.S_ISDIR(st.st_mode), st_mod.S_ISREG(st.st_mode),
                         st_mod.S_IMODE(st.st_mode))
+
+    async def lstat(self, path: str) -> FileStat | None:
+        def _lstat() -> FileStat | None:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return None
+            return FileStat(st.st_size, st.st_mtime, st_mod.S_ISDIR(st.st_mode), st_mod.S_ISREG(st.st_mode),
+                            st_mod.S_IMODE(st.st_mode), st_mod.S_ISLNK(st.st_mode))
+
+        return await asyncio.to_thread(_lstat)
 
     async def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         return await asyncio.to_thread(self._read, path, offset, length)
@@ -163,10 +231,8 @@ class LocalFS:
 
     async def rename(self, src: str, dst: str) -> None:
         def _mv() -> None:
-            if os.path.lexists(dst):
-                raise FileExistsError(f"refusing to overwrite {dst}")
             # a rename or nothing: a copy-then-delete that fails halfway leaves the trial twice
-            os.rename(src, dst)
+            rename_noreplace(src, dst)
             _fsync_dir(os.path.dirname(dst))
             if os.path.dirname(src) != os.path.dirname(dst):
                 _fsync_dir(os.path.dirname(src))
@@ -201,6 +267,7 @@ class LocalFS:
                     if mode is not None:
                         os.fchmod(fh.fileno(), mode)  # the umask narrowed what os.open set
                     os.fsync(fh.fileno())
+                checkpoint(f"write:{os.path.basename(path)}")
                 os.replace(tmp, path)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -212,12 +279,17 @@ class LocalFS:
 
     async def append_durable(self, path: str, data: bytes) -> None:
         def _append() -> None:
+            new = not os.path.lexists(path)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(fd, data)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            if new:  # the file's name must survive a crash as well as its bytes
+                _fsync_dir(os.path.dirname(path))
 
         await asyncio.to_thread(_append)
 

@@ -2,13 +2,17 @@
 
 The SFTP session rides on the host's pooled connection. Renames never overwrite (SFTP's
 plain rename refuses an existing target, and we check first for servers that do not); an
-atomic write is a temporary file in the same directory followed by posix-rename.
+atomic write is a temporary file in the same directory (`.<name>.evaldesk-tmp-…`, like the
+local one), fsync'd where the server offers fsync@openssh.com, given the old file's mode and
+posix-renamed over the target. SFTP has no way to fsync a directory: a rename's durability is
+the server's. Errors carry errno and the path, so a refusal names what was refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import posixpath
 import stat as st_mod
@@ -17,8 +21,22 @@ import uuid
 import asyncssh
 
 from services.core.source import SourceUnavailable
-from services.transport.fs import READ_TIMEOUT_S, FileStat, NotRegularFile, TooLarge
+from services.transport.fs import READ_TIMEOUT_S, FileStat, NotRegularFile, TooLarge, checkpoint, tmp_prefix
 from services.transport.ssh import HostSpec, SSHPool, describe
+
+
+def _os_error(exc: asyncssh.SFTPError, path: str, path2: str | None = None) -> OSError:
+    """The OSError (with errno and path) that a local call would have raised."""
+    code = {
+        asyncssh.SFTPNoSuchFile: errno.ENOENT,
+        asyncssh.SFTPNoSuchPath: errno.ENOENT,
+        asyncssh.SFTPPermissionDenied: errno.EACCES,
+        asyncssh.SFTPFileAlreadyExists: errno.EEXIST,
+        asyncssh.SFTPNoSpaceOnFilesystem: errno.ENOSPC,
+        asyncssh.SFTPWriteProtect: errno.EROFS,
+        asyncssh.SFTPDirNotEmpty: errno.ENOTEMPTY,
+    }.get(type(exc), errno.EIO)
+    return OSError(code, str(exc.reason or type(exc).__name__), path, None, path2)
 
 
 class SFTPFS:
@@ -53,6 +71,17 @@ class SFTPFS:
         is_file = perms is None or st_mod.S_ISREG(perms)
         return FileStat(attrs.size or 0, float(attrs.mtime or 0), is_dir, is_file,
                         st_mod.S_IMODE(perms) if perms is not None else 0)
+
+    async def lstat(self, path: str) -> FileStat | None:
+        sftp = await self._client()
+        try:
+            attrs = await sftp.lstat(path)
+        except asyncssh.SFTPError:
+            return None
+        perms = attrs.permissions
+        return FileStat(attrs.size or 0, float(attrs.mtime or 0), perms is not None and st_mod.S_ISDIR(perms),
+                        perms is not None and st_mod.S_ISREG(perms), st_mod.S_IMODE(perms) if perms is not None else 0,
+                        perms is not None and st_mod.S_ISLNK(perms))
 
     async def _regular(self, path: str) -> FileStat:
         # the server would block opening a fifo: look before opening
@@ -89,7 +118,29 @@ class SFTPFS:
     async def sha256(self, path: str, max_bytes: int) -> str | None:
         if await self.stat(path) is None:
             return None
-        return hashlib.sha256(await self.read_regular(path, max_bytes)).hexdigest()
+        st = await self._regular(path)
+        if st.size > max_bytes:
+            raise TooLarge(f"{path}: {st.size:,} bytes, over the {max_bytes:,} byte limit")
+        sftp = await self._client()
+
+        async def _hash() -> str:
+            h = hashlib.sha256()
+            seen = 0
+            try:
+                async with sftp.open(path, "rb") as fh:
+                    while True:
+                        chunk = await fh.read(1 << 18)
+                        if not chunk:
+                            break
+                        seen += len(chunk)
+                        if seen > max_bytes:
+                            raise TooLarge(f"{path}: grew past the {max_bytes:,} byte limit while being read")
+                        h.update(chunk if isinstance(chunk, bytes) else chunk.encode())
+            except asyncssh.SFTPError as exc:
+                raise _os_error(exc, path) from None
+            return h.hexdigest()
+
+        return await asyncio.wait_for(_hash(), READ_TIMEOUT_S)
 
     async def list_dir(self, path: str) -> list[str]:
         sftp = await self._client()
@@ -107,17 +158,15 @@ class SFTPFS:
             raise FileExistsError(f"refusing to overwrite {dst}")
         try:
             await sftp.rename(src, dst)
-        except asyncssh.SFTPNoSuchFile:
-            raise FileNotFoundError(src) from None
         except asyncssh.SFTPError as exc:
-            raise OSError(f"rename {src} -> {dst}: {exc.reason}") from None
+            raise _os_error(exc, src, dst) from None
 
     async def makedirs(self, path: str) -> None:
         sftp = await self._client()
         try:
             await sftp.makedirs(path, exist_ok=True)
         except asyncssh.SFTPError as exc:
-            raise OSError(f"mkdir {path}: {exc.reason}") from None
+            raise _os_error(exc, path) from None
 
     async def mkdir_exclusive(self, path: str) -> None:
         sftp = await self._client()
@@ -129,18 +178,16 @@ class SFTPFS:
             # OpenSSH's server answers a plain "Failure" for EEXIST
             if await sftp.exists(path):
                 raise FileExistsError(path) from None
-            raise OSError(f"mkdir {path}: {exc.reason}") from None
+            raise _os_error(exc, path) from None
         except asyncssh.SFTPError as exc:
-            raise OSError(f"mkdir {path}: {exc.reason}") from None
+            raise _os_error(exc, path) from None
 
     async def rmdir(self, path: str) -> None:
         sftp = await self._client()
         try:
             await sftp.rmdir(path)
-        except asyncssh.SFTPNoSuchFile:
-            raise FileNotFoundError(path) from None
         except asyncssh.SFTPError as exc:
-            raise OSError(f"rmdir {path}: {exc.reason}") from None
+            raise _os_error(exc, path) from None
 
     async def append_durable(self, path: str, data: bytes) -> None:
         sftp = await self._client()
@@ -150,12 +197,11 @@ class SFTPFS:
                 with contextlib.suppress(asyncssh.SFTPOpUnsupported):
                     await fh.fsync()
         except asyncssh.SFTPError as exc:
-            raise OSError(f"append {path}: {exc.reason}") from None
+            raise _os_error(exc, path) from None
 
     async def write_bytes_atomic(self, path: str, data: bytes) -> None:
         sftp = await self._client()
-        name = f".{posixpath.basename(path)}.evaldesk-tmp-{uuid.uuid4().hex[:8]}"
-        tmp = posixpath.join(posixpath.dirname(path), name)
+        tmp = posixpath.join(posixpath.dirname(path), f"{tmp_prefix(path)}{uuid.uuid4().hex[:8]}")
         try:
             old = await sftp.stat(path)
         except asyncssh.SFTPError:
@@ -168,20 +214,19 @@ class SFTPFS:
                     await fh.fsync()
             if old is not None and old.permissions is not None:
                 await sftp.chmod(tmp, st_mod.S_IMODE(old.permissions))
+            checkpoint(f"write:{posixpath.basename(path)}")
             await sftp.posix_rename(tmp, path)
         except asyncssh.SFTPError as exc:
             with contextlib.suppress(asyncssh.SFTPError):
                 await sftp.remove(tmp)
-            raise OSError(f"write {path}: {exc.reason}") from None
+            raise _os_error(exc, path) from None
 
     async def remove_file(self, path: str) -> None:
         sftp = await self._client()
         try:
             await sftp.remove(path)
-        except asyncssh.SFTPNoSuchFile:
-            raise FileNotFoundError(path) from None
         except asyncssh.SFTPError as exc:
-            raise OSError(f"remove {path}: {exc.reason}") from None
+            raise _os_error(exc, path) from None
 
     async def close(self) -> None:
         if self._sftp is not None:

@@ -154,17 +154,17 @@ def test_dedupe_dry_run_apply_and_undo(tmp_path: Path, capsys: pytest.CaptureFix
 
     from services.core.journal import Journal
 
-    assert [e.action for e in Journal().entries()] == ["dedupe:apply", "dedupe:undo"]
+    assert [e.action for e in Journal().entries()] == ["dedupe:begin", "dedupe:apply", "dedupe:undo"]
 
 
 def test_read_only_refuses_apply(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = duplicated_job(tmp_path).write()
     before = tree(d)
     code, out, err = run_main(capsys, "--batch", "dedupe", "--apply", "--read-only", str(d))
-    assert code == 2 and "read-only" in err and out == ""
+    assert code == 2 and "read-only" in err.lower() and out == ""
     assert len(err.strip().splitlines()) == 1
     code, _, err = run_main(capsys, "--batch", "undo", "--read-only", str(d))
-    assert code == 2 and "read-only" in err
+    assert code == 2 and "read-only" in err.lower()
     assert tree(d) == before
 
 
@@ -173,7 +173,7 @@ def test_read_only_from_the_environment(tmp_path: Path, capsys: pytest.CaptureFi
     d = duplicated_job(tmp_path).write()
     monkeypatch.setenv("EVALDESK_READ_ONLY", "true")
     code, _, err = run_main(capsys, "--batch", "dedupe", "--apply", str(d))
-    assert code == 2 and "read-only" in err
+    assert code == 2 and "read-only" in err.lower()
 
 
 def test_dedupe_refuses_a_running_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -120,7 +120,31 @@ async def to_log(pilot: Pilot[Any]) -> None:
     await keys("L")(pilot)
 
 
+async def to_recovery(pilot: Pilot[Any]) -> None:
+    from services.remediations.recovery import Pending
+    from tui.screens.recovery import RecoveryScreen
+
+    pending = Pending(id="20261120T180000000000Z-dedupe-abcdef", action="dedupe", target="/jobs/j",
+                      status="applying", n_done=3, n_steps=22)
+    pilot.app.push_screen(RecoveryScreen(pending))
+    await settle(pilot, 2)
+
+
+async def to_lock(pilot: Pilot[Any]) -> None:
+    from datetime import UTC, datetime
+
+    from services.remediations.errors import LockHeld
+    from services.remediations.lock import LockOwner
+    from tui.screens.recovery import LockScreen
+
+    owner = LockOwner(host="elsewhere", pid=1, user="bob", started_at=datetime(2026, 11, 20, tzinfo=UTC))
+    held = LockHeld(owner, "/jobs/j/.evaldesk-lock", "held for 7.0 h, over the 6 h limit", target="/jobs/j")
+    pilot.app.push_screen(LockScreen("dedupe", held, datetime(2026, 11, 20, 7, tzinfo=UTC)))
+    await settle(pilot, 2)
+
+
 SCREENS: dict[str, Step] = {
+    "recovery": to_recovery, "lock": to_lock,
     "global": home, "experiments": home, "audit": to_audit, "trials": to_trials, "monitor": to_monitor,
     "confirm": to_confirm, "help": keys("question_mark"), "log": to_log,
 }
@@ -248,6 +272,12 @@ CASES: dict[str, Case] = {
     "log.cursor_top": Case(before=keys("j")),
     "log.cursor_bottom": Case(),
     "log.copy": Case(),
+    "recovery.finish": Case(),
+    "recovery.rollback": Case(),
+    "recovery.later": Case(),
+    "recovery.escape": Case(),
+    "lock.break": Case(),
+    "lock.close": Case(),
 }
 
 

@@ -141,7 +141,7 @@ async def test_dedupe_and_undo_on_a_remote_job_through_sftp(
         left = sorted(str(p.relative_to(jobs)) for p in (jobs / DEV_SET / ".evaldesk-quarantine").rglob("*")) \
             if (jobs / DEV_SET / ".evaldesk-quarantine").exists() else []
         assert after == before, left
-        assert [e.action for e in journal.entries()] == ["dedupe:apply", "dedupe:undo"]
+        assert [e.action for e in journal.entries()] == ["dedupe:begin", "dedupe:apply", "dedupe:undo"]
     finally:
         await src.close()
         await pool.close()

@@ -171,22 +171,31 @@ async def test_apply_then_rerun_then_undo(tmp_path: Path) -> None:
     assert agg["n_total_trials"] == 8 and agg["id"] == json.loads(agg_before)["id"]
 
     entries = journal.entries()
-    assert [e.action for e in entries] == ["dedupe:apply"]
-    assert entries[0].detail["record"] == record.id and entries[0].target == str(d)
+    assert [e.action for e in entries] == ["dedupe:begin", "dedupe:apply"]
+    assert all(e.detail["record"] == record.id and e.target == str(d) for e in entries)
+    # before/after say what changed: attempts and where each moved trial dir went
+    begin, done = entries
+    assert begin.detail["status"] == "applying" and done.detail["status"] == "applied"
+    assert done.before["attempts"] == 12 and done.after["attempts"] == 8
+    assert done.before["trial_dirs"] == sorted(moved)
+    assert done.after["trial_dirs"] == [f".evaldesk-quarantine/{record.id}/trials/{m}" for m in sorted(moved)]
+    assert done.before["aggregates"]["result.json"] != done.after["aggregates"]["result.json"]
 
     # a second run reports before == after and moves nothing
     after_apply = tree(d)
     plan2 = await dedupe_plan(d)
     assert plan2.meta["before"] == plan2.meta["after"] == 8 and plan2.nothing_to_do
     assert tree(d) == after_apply
-    assert len(journal.entries()) == 1
+    assert len(journal.entries()) == 2
 
     # undo puts every dir and the aggregate back, byte for byte, and tidies the quarantine away
     undone = await undo_last(d, journal)
     assert undone is not None and undone.status == "undone"
     assert tree(d) == original
     assert (d / "result.json").read_bytes() == agg_before
-    assert [e.action for e in journal.entries()] == ["dedupe:apply", "dedupe:undo"]
+    assert [e.action for e in journal.entries()] == ["dedupe:begin", "dedupe:apply", "dedupe:undo"]
+    undo_entry = journal.entries()[-1]
+    assert undo_entry.before["attempts"] == 8 and undo_entry.after["attempts"] == 12
 
     # a second undo finds nothing
     assert await undo_last(d, journal) is None
