@@ -124,7 +124,7 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
     console = Console(file=out, width=width, no_color=not out.isatty())
     cmd = args.command
-    if cmd == "dedupe" and args.apply and read_only:
+    if cmd in ("dedupe", "resume") and args.apply and read_only:
         err.write("evaldesk: --apply refused: read-only mode is on (--read-only or read_only = true in config)\n")
         return EXIT_USAGE
     if cmd == "undo" and read_only:
@@ -167,7 +167,10 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
         exps = [(src, e) for src, s in zip(sources, snaps, strict=True) for e in s.experiments]
         if not exps:
             return EXIT_USAGE
-        handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe}[cmd]
+        from tui.batch_resume import run_resume
+
+        handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe,
+                                       "resume": run_resume}[cmd]
         return int(await handler(args, config, exps, fmt, console, out, progress))
     finally:
         for src in sources:
@@ -239,7 +242,8 @@ async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]
 def _match_trial(t: Trial, args: Any) -> bool:
     if args.status and t.status != TrialStatus(args.status):
         return False
-    return not (args.exception and t.exception_type != args.exception)
+    wanted = [x for e in (args.exception or []) for x in str(e).split(",") if x]
+    return not (wanted and t.exception_type not in wanted)
 
 
 def _no_exception_label(t: Trial) -> str:
