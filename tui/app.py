@@ -28,17 +28,19 @@ from textual.worker import Worker, WorkerState
 from services.core.config import Config, data_dir
 from services.core.models import AuditReport, Experiment, Snapshot, experiment_key
 from services.core.policy import Policy
-from services.core.source import Source
+from services.core.source import Source, SourceUnavailable
 from services.monitor.activity import probe_snapshot
 from services.monitor.state import MonitorState
 from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
 from services.remediations.records import Plan, Record
 from tui.actions import GLOBAL, bindings_for
-from tui.context import LogEntry
+from tui.context import CommandRun, LogEntry
 from tui.messages import (
     ChromeChanged,
     ClearLog,
+    CommandChanged,
+    CommandOutput,
     Notice,
     OpenView,
     PlanReady,
@@ -53,6 +55,8 @@ from tui.palette import EvaldeskCommands
 
 DEMO_LABEL = "demo"
 LOG_LIMIT = 500
+OUTPUT_LIMIT = 4000  # chunks of a command's output kept for its log view
+COMMAND_RESCAN_S = 2.0  # while a command runs, its source is read at most this often
 
 
 @dataclass
@@ -139,6 +143,8 @@ class EvaldeskApp(App[int]):
         self._pending: PendingWrite | None = None
         self._writing = False
         self._write_path: WritePath | None = None
+        self.command_runs: dict[str, CommandRun] = {}
+        self._command_scanned: dict[str, float] = {}
         self.keymap: dict[str, str] = dict(self.config.keys)
         self.monitor = self._make_monitor()
         if self.config.theme:
@@ -533,6 +539,8 @@ class EvaldeskApp(App[int]):
             self.open_audit(message.keys[0])
         elif message.view == "log":
             self.action_show_log()
+        elif message.view == "command":
+            self.open_command_log(message.keys[0])
 
     @on(Notice)
     def _on_notice(self, message: Notice) -> None:
@@ -563,25 +571,25 @@ class EvaldeskApp(App[int]):
         if message.action == "undo":
             work = self._plan_undo(message.key, exp)
         else:
-            work = self._plan(message.action, message.key, exp)
+            work = self._plan(message.action, message.key, exp, message.options)
         self.run_worker(work, name=f"plan {message.action}", group="plan", exclusive=True,
                         exit_on_error=False, description=f"{message.action} preview for {exp.id}")
 
-    async def _plan(self, action: str, key: str, exp: Experiment) -> None:
+    async def _plan(self, action: str, key: str, exp: Experiment, options: dict[str, Any] | None = None) -> None:
         from services.remediations import registry
 
         try:
-            plan = await registry.plan(action, exp, self.source_for(key), self.config, self.now())
+            plan = await registry.plan(action, exp, self.source_for(key), self.config, self.now(), options)
         except WriteRefused as exc:
             self.post_message(WriteDone(action, key, f"{action}: {exc}", rescan=False))
             return
         self.post_message(PlanReady(action, key, plan))
 
     async def _plan_undo(self, key: str, exp: Experiment) -> None:
-        from services.remediations.records import records_in
+        from services.remediations.registry import records_for
 
         source = self.source_for(key)
-        records = [r for r in await records_in(source.fs(), exp.path) if r.status == "applied"]
+        records = [r for r in await records_for(source.fs(), exp.path) if r.status == "applied"]
         if not records:
             self.post_message(WriteDone("undo", key, f"{exp.id}: nothing to undo (no applied write in its "
                                         "quarantine)", rescan=False))
@@ -613,12 +621,17 @@ class EvaldeskApp(App[int]):
             refusal = self.write_refusal("undo") or ("; ".join(req.blocked) if req.blocked else None)
         else:
             plan = cast("Plan", message.payload)
-            lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
+            if plan.meta.get("preview_paths") == "absolute":
+                lines = list(plan.preview)  # a command's paths are shown exactly as it gets them
+            else:
+                lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
             if plan.nothing_to_do:
-                self.record("information", message.action, lines[0] if lines else f"nothing to {message.action}")
+                self.record("information", message.action, " ".join(lines[:2]) if lines else
+                            f"nothing to {message.action}")
                 return
             title, confirm = plan.title, f"Apply {len(plan.steps)} step(s)"
-            refusal = self.write_refusal(message.action)
+            refusal = self.write_refusal(message.action) or (
+                f"Cannot apply now: {plan.blocked}." if plan.blocked else None)
         self._pending = PendingWrite(message.action, message.key, message.payload, lines)
         self.push_screen(
             ConfirmScreen(title, lines, confirm_label=confirm, action=message.action, refusal=refusal),
@@ -634,6 +647,10 @@ class EvaldeskApp(App[int]):
             return
         if not self.guard_write(pending.action):
             return
+        blocked = getattr(pending.payload, "blocked", None)
+        if blocked:
+            self.record("warning", pending.action, f"{pending.action} refused, nothing changed: {blocked}")
+            return
         if self._writing:
             self.record("warning", pending.action, "another write is still running")
             return
@@ -641,6 +658,9 @@ class EvaldeskApp(App[int]):
         if exp is None:
             return
         self._writing = True
+        command = _command_of(pending.payload)
+        if command is not None:
+            self._start_command_run(pending, exp, command)
         self.run_worker(self._apply(pending, exp), name=pending.action, group="write",
                         exclusive=False, exit_on_error=False, description=f"{pending.action} of {exp.id}")
 
@@ -655,14 +675,103 @@ class EvaldeskApp(App[int]):
                 summary = f"{exp.id}: undid {rec.action} {done.id}"
             else:
                 plan = cast("Plan", pending.payload)
-                done = await registry.apply(pending.action, plan, exp.id, source, self.config, self.write_path)
+                resources: dict[str, Any] = {}
+                if pending.key in self.command_runs and self.command_runs[pending.key].running:
+                    key = pending.key
+                    resources["on_output"] = lambda stream, text: self.post_message(CommandOutput(key, stream, text))
+                done = await registry.apply(pending.action, plan, exp.id, source, self.config, self.write_path,
+                                            resources=resources)
                 summary = f"{pending.action} applied to {exp.id}: {len(plan.steps)} step(s), record {done.id}"
+                summary = self._end_command_run(pending, plan, done) or summary
         except WriteRefused as exc:
             # a refusal, not a failure: nothing was changed, and the re-scan shows why
             summary = f"{pending.action} refused: {exc}"
+            self._end_command_run(pending, None, None, "refused", summary)
         except StepFailed as exc:
             summary = f"{pending.action} failed: {exc}"
+            self._end_command_run(pending, None, None, "failed", summary)
+        except SourceUnavailable as exc:
+            summary = f"{pending.action} failed: cannot reach {exc.where}: {exc.message}"
+            self._end_command_run(pending, None, None, "failed", summary)
         self.post_message(WriteDone(pending.action, pending.key, summary))
+        run = self.command_runs.get(pending.key)
+        if run is not None and run.state == "failed" and run.record is not None:
+            # the trials set aside are offered back (undo checks first that nothing re-ran them)
+            self.post_message(RequestPlan("undo", pending.key))
+
+    # ---- commands a write runs: their output, followed live -----------------------------
+
+    def _start_command_run(self, pending: PendingWrite, exp: Experiment, command: str) -> None:
+        from tui.screens.command_log import CommandLogScreen
+
+        plan = cast("Plan", pending.payload)
+        self.command_runs[pending.key] = CommandRun(pending.key, pending.action, command, plan.host, self.now())
+        self.post_message(CommandChanged(pending.key))
+        self._push_safely(lambda: CommandLogScreen(pending.key), "command output")
+
+    def _end_command_run(self, pending: PendingWrite, plan: Plan | None, record: Record | None,
+                         state: str | None = None, message: str = "") -> str | None:
+        """Close the command run of a write with its result; the summary to log, if any."""
+        from services.remediations.job_step import command_failed
+
+        run = self.command_runs.get(pending.key)
+        if run is None or not run.running:
+            return None
+        summary = None
+        if record is not None:
+            result = next((r for r in record.results.values() if "exit_code" in r or "error" in r), {})
+            run.record = record.id
+            run.exit_code = result.get("exit_code")
+            run.slurm_job_id = result.get("slurm_job_id")
+            failed = command_failed(result)
+            where = plan.host if plan is not None and plan.host else "this machine"
+            if failed:
+                n = len(plan.meta.get("rerun", [])) if plan is not None else 0
+                state = "failed"
+                summary = (f"{pending.action} of {pending.key.split('::', 1)[-1]}: the command failed ({failed}) on "
+                           f"{where}" + (f"; the {n} trial(s) set aside can be put back" if n else ""))
+            elif run.slurm_job_id:
+                state = "done"
+                summary = (f"{pending.action} submitted SLURM job {run.slurm_job_id} on {where}; "
+                           "m monitors it")
+            else:
+                state = "done"
+                summary = f"{pending.action} finished on {where}: exit code {run.exit_code}, record {record.id}"
+        run.state = state or "done"
+        run.message = summary or message
+        self.post_message(CommandChanged(pending.key))
+        return summary
+
+    @on(CommandOutput)
+    def _on_command_output(self, message: CommandOutput) -> None:
+        run = self.command_runs.get(message.key)
+        if run is None:
+            return
+        run.output.append((message.stream, message.text))
+        del run.output[:-OUTPUT_LIMIT]
+        for screen in self.screen_stack:
+            screen.post_message(CommandOutput(message.key, message.stream, message.text))
+        # new trials arrive while it runs: read the source again, not more often than every 2 s
+        label = message.key.split("::", 1)[0]
+        now = time.monotonic()
+        if now - self._command_scanned.get(label, 0.0) >= COMMAND_RESCAN_S:
+            self._command_scanned[label] = now
+            src = self._sources_by_label.get(label)
+            if src is not None:
+                self._start_scan(src, force=True)
+
+    @on(CommandChanged)
+    def _on_command_changed(self, message: CommandChanged) -> None:
+        for screen in self.screen_stack:
+            screen.post_message(CommandChanged(message.key))
+
+    def open_command_log(self, key: str) -> None:
+        from tui.screens.command_log import CommandLogScreen
+
+        if key not in self.command_runs:
+            self.record("information", "output", "no command has run for this experiment in this session")
+            return
+        self._push_safely(lambda: CommandLogScreen(key), "command output")
 
     @on(WriteDone)
     def _on_write_done(self, message: WriteDone) -> None:
@@ -674,6 +783,20 @@ class EvaldeskApp(App[int]):
         if src is not None:
             # the audit re-runs on the new files as part of the scan
             self._start_scan(src, force=True)
+
+
+def _command_of(payload: object) -> str | None:
+    """The command a plan runs, as a person would type it with where it runs; None if none."""
+    from services.remediations.steps import ExternalStep
+    from services.transport.process import display
+
+    plan = payload if isinstance(payload, Plan) else None
+    if plan is None:
+        return None
+    for step in plan.steps:
+        if isinstance(step, ExternalStep) and step.handler in ("command", "job_command"):
+            return display(step.args.get("argv") or [], step.args.get("cwd"), plan.host)
+    return None
 
 
 def run_app(sources: list[str], config: Config, read_only: bool) -> int:

@@ -76,7 +76,11 @@ async def apply(action: str, plan_: Plan, exp_id: str, source: Source, config: C
     options = plan_.meta.get("options") or {}
 
     async def replan() -> Plan:
-        return await plan(action, await rescan(source, exp_id), source, config, None, options)
+        fresh = await plan(action, await rescan(source, exp_id), source, config, None, options)
+        if fresh.blocked and not plan_.blocked:
+            # what stops it now (the job started again, the command went away) says it best
+            raise WriteRefused(f"{fresh.blocked}; nothing was changed")
+        return fresh
 
     ctx = rem.context(source, config)
     ctx.resources.update(resources or {})

@@ -74,10 +74,11 @@ async def plan_for(exp: Experiment, source: Source, config: Config, now: datetim
         except SourceUnavailable as exc:
             blocked = f"cannot reach {exc.where}: {exc.message}"
     # the new name follows the clock: what must not change between preview and apply is the rest
-    digest = hashlib.sha256(repr([ACTION, job, host, cfg_sha, cmds.rerun, cmds.cwd, blocked]).encode()).hexdigest()
+    digest = hashlib.sha256(repr([ACTION, job, host, cfg_sha, cmds.rerun, cmds.cwd]).encode()).hexdigest()
     record_id = new_record_id(ACTION, now, digest)
     where = host or "this machine"
-    step = ExternalStep(handler=HANDLER, label=f"{ACTION}: {argv[0]}", args={
+    # job_step.py says why a re-run cannot be undone (there is nothing of the old job to put back)
+    step = ExternalStep(handler=HANDLER, label=f"{ACTION}: {argv[0]}", inverse=True, args={
         "argv": argv, "cwd": cmds.cwd, "env_from": dict(cmds.env_from), "ok_codes": [0], "kind": "rerun",
         "job_dir": job, "follow": new_dir, "record": record_id,
     })

@@ -235,7 +235,7 @@ def set_aside_plan(*, action: str, title: str, job_dir: str, trials: Sequence[Se
     job shows no new trial dir (services/remediations/job_step.py)."""
     digest = _digest([action, job_dir, host, argv, cwd, sorted(env_from or {}),
                       [(s.rel, s.label) for s in trials], [(s.rel, s.label) for s in keep],
-                      sorted(remaining), blocked, inputs])
+                      sorted(remaining), inputs])
     record_id = new_record_id(action, now, digest)
     root = aside_root(job_dir)
     aside = posixpath.join(root, record_id)
