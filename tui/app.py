@@ -626,8 +626,7 @@ class EvaldeskApp(App[int]):
             else:
                 lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
             if plan.nothing_to_do:
-                self.record("information", message.action, " ".join(lines[:2]) if lines else
-                            f"nothing to {message.action}")
+                self.record("information", message.action, " ".join(lines) if lines else f"nothing to {message.action}")
                 return
             title, confirm = plan.title, f"Apply {len(plan.steps)} step(s)"
             refusal = self.write_refusal(message.action) or (

@@ -94,9 +94,9 @@ class RequestPlan(Message):
         self.options = options or {}
 
 
-class CommandOutput(Message):
+class CommandOutput(Message, bubble=False):
     """Output of a command a write runs (a resume, a re-run), as it arrives; the App keeps it
-    and forwards it to the screens."""
+    and forwards it to the screens (a copy that must not bubble back to it)."""
 
     def __init__(self, key: str, stream: str, text: str) -> None:
         super().__init__()
@@ -105,7 +105,7 @@ class CommandOutput(Message):
         self.text = text
 
 
-class CommandChanged(Message):
+class CommandChanged(Message, bubble=False):
     """A command run of one experiment started or ended; screens showing it redraw."""
 
     def __init__(self, key: str) -> None:
