@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import posixpath
 import sys
 import time
 from collections.abc import Callable
@@ -313,7 +312,7 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
 async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
     """`undo JOB_DIR` (its last applied write) or `undo RECORD_ID` (any record this machine knows)."""
     from services.remediations import registry
-    from services.remediations.records import records_in
+    from services.remediations.resume import job_of_record_dir
 
     write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
     code = EXIT_OK
@@ -324,7 +323,7 @@ async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
             loc = entry.get("location", {})
             if not loc.get("on_target"):
                 raise SourceUnavailable(spec, "this record lives on this machine only; its action has no source")
-            job = posixpath.dirname(posixpath.dirname(str(loc.get("record_dir"))))
+            job = job_of_record_dir(str(loc.get("record_dir")))
             target = f"ssh://{loc['host']}{job}" if loc.get("host") else job
         src = open_source(target, config)
         try:
@@ -332,7 +331,7 @@ async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
             if len(snap.experiments) != 1:
                 raise SourceUnavailable(spec, "undo takes one job dir or a record id")
             exp = snap.experiments[0]
-            records = await records_in(src.fs(), exp.path)
+            records = await registry.records_for(src.fs(), exp.path)
             if entry is not None:
                 records = [r for r in records if r.id == entry["id"]]
                 if not records:
@@ -345,6 +344,7 @@ async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
             else:
                 rec = records[0]
                 ctx = registry.context(rec.action, src, config)
+                ctx.resources["force"] = bool(getattr(args, "force", False))
                 lines, _ = await write_path.undo_preview(rec, ctx)
                 done = await write_path.undo(rec, ctx)
                 result = {"target": exp.path, "record": done.id, "status": done.status,

@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="batch output (default: table on a terminal, json otherwise)")
     p.add_argument("--progress", choices=("none", "text", "json"), help="batch progress on stderr")
     p.add_argument("--apply", action="store_true", help="dedupe, resume: carry out the plan (default is a dry run)")
+    p.add_argument("--force", action="store_true",
+                   help="undo: put a resume's trials back although its connection dropped mid-run (look first)")
     p.add_argument("--status", choices=("valid", "errored", "running"), help="trials: only this status")
     p.add_argument("--exception", metavar="TYPE", action="append",
                    help="trials: only this exception type; resume: re-run only these (repeat it, or A,B)")

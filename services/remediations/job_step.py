@@ -10,7 +10,9 @@ in what it means for the plan around it:
   caller offers the undo, which checks first.
 - undo is allowed while the job shows no new trial dir since the command started (the step
   itself has nothing to take back), and while a SLURM job it submitted is not queued or
-  running; otherwise it refuses and says why.
+  running; otherwise it refuses and says why. After a connection dropped mid-run nobody can
+  tell what started, so undo waits for `--force` (ctx.resources["force"]) from a person who
+  looked on the host.
 - a SLURM job id it prints is followed for the job dir (services/core/followed.py), so the
   monitor shows the new job's state.
 
@@ -103,6 +105,12 @@ class JobCommandHandler:
             return (f"{step.label} started a fresh job ({where}); there is nothing to put back — keep or delete "
                     "that job dir yourself")
         aside = step.args.get("aside", "the quarantine")
+        if step.result.get("exit_code") is None and step.result.get("error") and not ctx.resources.get("force"):
+            where = step.result.get("host") or "this machine"
+            return (f"{step.result['error']}: evaldesk cannot tell whether `{step.args['argv'][0]}` started anything "
+                    f"(a SLURM job, Harbor itself), and putting the trials back under a running resume loses "
+                    f"them. Look on {where} first (squeue, ps); when nothing runs, `evaldesk --batch undo "
+                    f"{step.args.get('record', 'RECORD')} --force` puts them back")
         try:
             new = await new_trial_dirs(step, ctx)
         except FileNotFoundError:
