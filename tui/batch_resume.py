@@ -129,9 +129,11 @@ async def _apply(plan: Plan, exp: Experiment, src: Source, config: Config, write
     n = len(plan.meta.get("rerun", []))
     if failed:
         dropped = result.get("exit_code") is None
+        how = (f"look on {plan.host or 'this machine'} that nothing runs, then `evaldesk --batch undo {record.id} "
+               "--force` puts them back" if dropped else
+               f"`evaldesk --batch undo {record.id}` puts them back while the job has no new trials")
         err.write(f"evaldesk: {exp.id}: the resume command failed ({failed}); the {n} trial(s) set aside stay in "
-                  f"{plan.meta.get('aside')} — `evaldesk --batch undo {record.id}` puts them back while the job "
-                  "has no new trials\n")
+                  f"{plan.meta.get('aside')} — {how}\n")
         bump(EXIT_USAGE if dropped else EXIT_ACTION)
     elif result.get("slurm_job_id"):
         err.write(f"evaldesk: {exp.id}: submitted SLURM job {result['slurm_job_id']} on "

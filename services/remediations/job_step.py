@@ -46,11 +46,11 @@ def command_failed(result: dict[str, Any] | None) -> str | None:
     """Why a job command's recorded result is a failure (None when it exited 0)."""
     if not result:
         return None
-    if result.get("error"):
-        return str(result["error"])
     code = result.get("exit_code")
     if code not in (0, None):
         return f"exit code {code}"
+    if result.get("error"):
+        return str(result["error"])
     return None
 
 
