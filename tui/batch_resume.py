@@ -92,7 +92,8 @@ async def run_resume(args: Any, config: Config, exps: list[tuple[Source, Experim
     else:
         for p, r in results:
             for line in p.preview:
-                console.print(line, highlight=False, markup=False)
+                # never wrapped: the command and its paths must read exactly as they will run
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
             status = _status(p, r, args.apply)
             if status:
                 console.print(status, highlight=False, markup=False)

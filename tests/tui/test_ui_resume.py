@@ -77,7 +77,7 @@ async def wait_for(pilot: object, check: object, timeout: float = 20.0) -> None:
 async def batch(*args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tui.cli", "--batch", *args, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={**os.environ, "COLUMNS": "2000"})
+        stderr=asyncio.subprocess.PIPE, env=dict(os.environ))
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     return proc.returncode or 0, out.decode(), err.decode()
 
