@@ -74,7 +74,7 @@ def test_commands_in_toml(tmp_path: Path) -> None:
     assert cfg.hosts[0].commands is not None and cfg.hosts[0].commands.env_from == {"OPENAI_API_KEY": "MY_KEY"}
     assert SourceConfig(path="/x").commands is None
     path.write_text("[commands]\nresum = 'x'\n")
-    with pytest.raises(ConfigError, match="unknown key 'commands.resum'"):
+    with pytest.raises(ConfigError, match=r"unknown key 'commands\.resum'"):
         load_config(path, environ={})
     assert tomllib.loads('[commands]\nresume = "a"\n')  # a plain string is fine too
 
