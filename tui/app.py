@@ -467,6 +467,19 @@ class EvaldeskApp(App[int]):
 
     # ---- navigation -------------------------------------------------------------------
 
+    async def action_quit(self) -> None:
+        """Quitting stops a command running here (its process group goes with evaldesk): say so
+        once, and quit on the second press."""
+        running = [r for r in self.command_runs.values() if r.running]
+        now = time.monotonic()
+        if running and now - getattr(self, "_quit_warned", 0.0) > 5.0:
+            self._quit_warned = now
+            run = running[0]
+            self.record("warning", "quit", f"a {run.action} still runs ({run.command}); quitting stops it — "
+                        "press q again to quit anyway")
+            return
+        await super().action_quit()
+
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen
 

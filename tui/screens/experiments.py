@@ -376,6 +376,10 @@ class ExperimentsScreen(Screen[None]):
         key = self.selected_key()
         self.post_message(OpenView("monitor", [key] if key else []))
 
+    async def action_quit(self) -> None:
+        # a screen's binding runs in the screen's namespace: without this `q` did nothing
+        await self.app.action_quit()
+
     def action_sort_by(self, col: str) -> None:
         if col == self.sort_col:
             self.sort_reverse = not self.sort_reverse
