@@ -87,7 +87,7 @@ async def plan_for(exp: Experiment, source: Source, config: Config, now: datetim
         f"Nothing in {exp.id} is moved or changed; the new job writes to {new_dir}.",
         "",
         f"Command, on {where}:",
-        f"  {display(argv, cmds.cwd)}",
+        f"  {display(argv, cmds.cwd, host)}",
     ]
     if cmds.env_from:
         preview.append(f"  environment: {', '.join(f'{k} from ${v}' for k, v in sorted(cmds.env_from.items()))}")

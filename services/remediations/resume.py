@@ -264,7 +264,7 @@ def set_aside_plan(*, action: str, title: str, job_dir: str, trials: Sequence[Se
         if keep:
             preview += ["Also moved aside (the command would delete them):"]
             preview += [f"  {s.rel}  ({s.label})" for s in sorted(keep, key=lambda s: s.rel)]
-        preview += ["", f"Command, on {where}:", f"  {display(argv, cwd)}"]
+        preview += ["", f"Command, on {where}:", f"  {display(argv, cwd, host)}"]
         if env_from:
             preview += [f"  environment: {', '.join(f'{k} from ${v}' for k, v in sorted(env_from.items()))}"]
     preview += list(tail)

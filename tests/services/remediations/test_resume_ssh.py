@@ -100,8 +100,8 @@ async def test_the_sites_sbatch_runs_on_the_host_and_its_slurm_job_is_followed_t
     assert plan.meta["argv"] == ["sbatch", f"--export=ALL,JOB_DIR={job},TYPES=DaytonaError", "eval_harbor.sbatch",
                                  "--resume"]
     assert f"Command, on {host.source.host}:" in plan.preview
-    assert f"  cd {host.site} && sbatch --export=ALL,JOB_DIR={job},TYPES=DaytonaError eval_harbor.sbatch --resume" \
-        in plan.preview
+    assert (f"  cd {host.site} && sbatch --export=ALL,JOB_DIR={job},TYPES=DaytonaError eval_harbor.sbatch --resume"
+            f"   (on {host.source.host})") in plan.preview
     (host.tools.slurm).mkdir(parents=True, exist_ok=True)
     (host.tools.slurm / "hold").write_text("")
     seen: list[str] = []
