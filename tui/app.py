@@ -760,6 +760,7 @@ class EvaldeskApp(App[int]):
         if run is None:
             return
         run.output.append((message.stream, message.text))
+        run.received += 1
         del run.output[:-OUTPUT_LIMIT]
         for screen in self.screen_stack:
             screen.post_message(CommandOutput(message.key, message.stream, message.text))

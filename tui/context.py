@@ -42,7 +42,8 @@ class CommandRun:
     host: str | None
     started_at: datetime
     state: str = "running"  # running | done | failed | refused
-    output: list[tuple[str, str]] = field(default_factory=list)  # (stream, text) chunks, bounded
+    output: list[tuple[str, str]] = field(default_factory=list)  # (stream, text) chunks, the newest kept
+    received: int = 0  # chunks ever received (output drops the oldest)
     exit_code: int | None = None
     slurm_job_id: str | None = None
     record: str | None = None

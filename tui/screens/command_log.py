@@ -33,7 +33,7 @@ class CommandLogScreen(Screen[None]):
     def __init__(self, key: str) -> None:
         super().__init__()
         self.key = key
-        self._shown = 0  # output chunks already written to the log
+        self._shown = 0  # output chunks (of all the run received) already written to the log
 
     @property
     def evaldesk(self) -> ConsoleState:
@@ -60,9 +60,10 @@ class CommandLogScreen(Screen[None]):
         if run is None:
             return
         log = self.query_one(Log)
-        for _, text in run.output[self._shown:]:
+        new = min(run.received - self._shown, len(run.output))
+        for _, text in run.output[len(run.output) - new:] if new > 0 else []:
             log.write(printable(text))
-        self._shown = len(run.output)
+        self._shown = run.received
 
     def _render_status(self) -> None:
         run = self.run
