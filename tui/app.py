@@ -35,6 +35,7 @@ from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
 from services.remediations.records import Plan, Record
 from tui.actions import GLOBAL, bindings_for
+from tui.command_runs import close_run, command_of
 from tui.context import CommandRun, LogEntry
 from tui.messages import (
     ChromeChanged,
@@ -670,7 +671,7 @@ class EvaldeskApp(App[int]):
         if exp is None:
             return
         self._writing = True
-        command = _command_of(pending.payload)
+        command = command_of(pending.payload)
         if command is not None:
             self._start_command_run(pending, exp, command)
         self.run_worker(self._apply(pending, exp), name=pending.action, group="write",
@@ -724,33 +725,10 @@ class EvaldeskApp(App[int]):
     def _end_command_run(self, pending: PendingWrite, plan: Plan | None, record: Record | None,
                          state: str | None = None, message: str = "") -> str | None:
         """Close the command run of a write with its result; the summary to log, if any."""
-        from services.remediations.job_step import command_failed
-
         run = self.command_runs.get(pending.key)
         if run is None or not run.running:
             return None
-        summary = None
-        if record is not None:
-            result = next((r for r in record.results.values() if "exit_code" in r or "error" in r), {})
-            run.record = record.id
-            run.exit_code = result.get("exit_code")
-            run.slurm_job_id = result.get("slurm_job_id")
-            failed = command_failed(result)
-            where = plan.host if plan is not None and plan.host else "this machine"
-            if failed:
-                n = len(plan.meta.get("rerun", [])) if plan is not None else 0
-                state = "failed"
-                summary = (f"{pending.action} of {pending.key.split('::', 1)[-1]}: the command failed ({failed}) on "
-                           f"{where}" + (f"; the {n} trial(s) set aside can be put back" if n else ""))
-            elif run.slurm_job_id:
-                state = "done"
-                summary = (f"{pending.action} submitted SLURM job {run.slurm_job_id} on {where}; "
-                           "m monitors it")
-            else:
-                state = "done"
-                summary = f"{pending.action} finished on {where}: exit code {run.exit_code}, record {record.id}"
-        run.state = state or "done"
-        run.message = summary or message
+        summary = close_run(run, pending.key.split("::", 1)[-1], plan, record, state, message)
         self.post_message(CommandChanged(pending.key))
         return summary
 
@@ -796,20 +774,6 @@ class EvaldeskApp(App[int]):
         if src is not None:
             # the audit re-runs on the new files as part of the scan
             self._start_scan(src, force=True)
-
-
-def _command_of(payload: object) -> str | None:
-    """The command a plan runs, as a person would type it with where it runs; None if none."""
-    from services.remediations.steps import ExternalStep
-    from services.transport.process import display
-
-    plan = payload if isinstance(payload, Plan) else None
-    if plan is None:
-        return None
-    for step in plan.steps:
-        if isinstance(step, ExternalStep) and step.handler in ("command", "job_command"):
-            return display(step.args.get("argv") or [], step.args.get("cwd"), plan.host)
-    return None
 
 
 def run_app(sources: list[str], config: Config, read_only: bool) -> int:
