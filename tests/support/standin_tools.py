@@ -1,6 +1,6 @@
-"""The stand-in `harbor`, `sbatch` and `sacct` of tests/support/standins/ on PATH — for this
-process, the commands it starts, and the test SSH server's shell (it runs commands through a
-local shell that inherits this environment).
+"""The stand-in `harbor`, `sbatch`, `sacct` (and silent `squeue`, `scontrol`) of
+tests/support/standins/ on PATH — for this process, the commands it starts, and the test SSH
+server's shell (it runs commands through a local shell that inherits this environment).
 
 `harbor` follows Harbor 0.26's documented resume semantics on a job dir (see its docstring);
 `sbatch` prints `Submitted batch job N` and runs the script in the background; `sacct` reports
