@@ -13,3 +13,6 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
         monkeypatch.setenv(var, str(base / var.lower()))
     for var in [v for v in os.environ if v.startswith("EVALDESK_")]:
         monkeypatch.delenv(var)
+    # the console draws as in a modern terminal whatever shell runs the tests (a test of the
+    # 16-colour look sets TEXTUAL_COLOR_SYSTEM itself)
+    monkeypatch.setenv("TEXTUAL_COLOR_SYSTEM", "truecolor")

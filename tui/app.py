@@ -29,18 +29,21 @@ from textual.worker import Worker, WorkerState
 from services.core.config import Config, data_dir
 from services.core.models import AuditReport, Experiment, Snapshot, experiment_key
 from services.core.policy import Policy
-from services.core.source import Source
+from services.core.source import Source, SourceUnavailable
 from services.monitor.activity import probe_snapshot
 from services.monitor.state import MonitorState
 from services.remediations.base import WritePath
 from services.remediations.errors import LockHeld, StepFailed, WriteRefused
 from services.remediations.records import Plan, Record
 from tui.actions import GLOBAL, bindings_for
-from tui.context import LogEntry
+from tui.command_runs import close_run, command_of
+from tui.context import CommandRun, LogEntry
 from tui.leaderboard_poll import AuditsRefreshed, LeaderboardRead
 from tui.messages import (
     ChromeChanged,
     ClearLog,
+    CommandChanged,
+    CommandOutput,
     HandOver,
     Notice,
     OpenView,
@@ -58,6 +61,8 @@ from widgets.ids import shorten
 
 DEMO_LABEL = "demo"
 LOG_LIMIT = 500
+OUTPUT_LIMIT = 4000  # chunks of a command's output kept for its log view
+COMMAND_RESCAN_S = 2.0  # while a command runs, its source is read at most this often
 
 
 @dataclass
@@ -154,6 +159,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.scan_count = 0
         self.leaderboard_view: Any = None  # services.leaderboard.rows.LeaderboardView once read
         self._init_recovery()
+        self.command_runs: dict[str, CommandRun] = {}
+        self._command_scanned: dict[str, float] = {}
         self.keymap: dict[str, str] = dict(self.config.keys)
         self.monitor = self._make_monitor()
         if self.config.theme:
@@ -542,7 +549,17 @@ class EvaldeskApp(RecoveryFlow, App[int]):
     # ---- navigation -------------------------------------------------------------------
 
     async def action_quit(self) -> None:
-        """Leave at once, even mid-scan: running scans stop at their next progress report."""
+        """Leave at once, even mid-scan: running scans stop at their next progress report. A
+        command running here stops with evaldesk (its process group goes too): say so once, and
+        leave on the second press."""
+        running = [r for r in self.command_runs.values() if r.running]
+        now = time.monotonic()
+        if running and now - getattr(self, "_quit_warned", 0.0) > 5.0:
+            self._quit_warned = now
+            run = running[0]
+            self.record("warning", "quit", f"a {run.action} still runs ({run.command}); quitting stops it — "
+                        "press q again to quit anyway")
+            return
         self._leaving = True
         for timer in self._poll_timers.values():
             timer.stop()
@@ -620,6 +637,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             self.open_audit(message.keys[0])
         elif message.view == "log":
             self.action_show_log()
+        elif message.view == "command":
+            self.open_command_log(message.keys[0])
 
     @on(HandOver)
     def _on_hand_over(self, message: HandOver) -> None:
@@ -678,25 +697,26 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         if message.action == "undo":
             work = self._plan_undo(message.key, exp)
         else:
-            work = self._plan(message.action, message.key, exp)
+            work = self._plan(message.action, message.key, exp, message.options)
         self.run_worker(work, name=f"plan {message.action}", group="plan", exclusive=True,
                         exit_on_error=False, description=f"{message.action} preview for {exp.id}")
 
-    async def _plan(self, action: str, key: str, exp: Experiment) -> None:
+    async def _plan(self, action: str, key: str, exp: Experiment, options: dict[str, Any] | None = None) -> None:
         from services.remediations import registry
 
         try:
-            plan = await registry.plan(action, exp, self.source_for(key), self.config, self.now())
+            plan = await registry.plan(action, exp, self.source_for(key), self.config, self.now(), options)
         except WriteRefused as exc:
             self.post_message(WriteDone(action, key, f"{action}: {exc}", rescan=False))
             return
         self.post_message(PlanReady(action, key, plan))
 
     async def _plan_undo(self, key: str, exp: Experiment) -> None:
-        from services.remediations.records import UNDOABLE, records_in
+        from services.remediations.records import UNDOABLE
+        from services.remediations.registry import records_for
 
         source = self.source_for(key)
-        records = [r for r in await records_in(source.fs(), exp.path) if r.status in UNDOABLE]
+        records = [r for r in await records_for(source.fs(), exp.path) if r.status in UNDOABLE]
         from tui.batch_leaderboard import local_records
 
         # leaderboard writes keep their records on this machine: the newest write of either kind
@@ -733,12 +753,16 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             refusal = self.write_refusal("undo") or ("; ".join(req.blocked) if req.blocked else None)
         else:
             plan = cast("Plan", message.payload)
-            lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
+            if plan.meta.get("preview_paths") == "absolute":
+                lines = list(plan.preview)  # a command's paths are shown exactly as it gets them
+            else:
+                lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
             if plan.nothing_to_do:
-                self.record("information", message.action, lines[0] if lines else f"nothing to {message.action}")
+                self.record("information", message.action, " ".join(lines) if lines else f"nothing to {message.action}")
                 return
             title, confirm = plan.title, f"Apply {len(plan.steps)} step(s)"
-            refusal = self.write_refusal(message.action) or plan.blocked
+            refusal = self.write_refusal(message.action) or (
+                f"Cannot apply now: {plan.blocked}." if plan.blocked else None)
         self._pending = PendingWrite(message.action, message.key, message.payload, lines)
         self.push_screen(
             ConfirmScreen(title, lines, confirm_label=confirm, action=message.action, refusal=refusal),
@@ -752,6 +776,11 @@ class EvaldeskApp(RecoveryFlow, App[int]):
                 self.record("information", pending.action, f"{pending.action} cancelled: nothing changed",
                             notify=False)
             return
+        blocked = getattr(pending.payload, "blocked", None)
+        if blocked:
+            # the dialog said so already; nothing starts (no command run, no output view)
+            self.record("warning", pending.action, f"{pending.action} refused, nothing changed: {blocked}")
+            return
         if self._writing:
             self.record("warning", pending.action, "another write is still running")
             return
@@ -759,6 +788,9 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         if exp is None:
             return
         self._writing = True
+        command = command_of(pending.payload)
+        if command is not None:
+            self._start_command_run(pending, exp, command)
         self.run_worker(self._apply(pending, exp), name=pending.action, group="write",
                         exclusive=False, exit_on_error=False, description=f"{pending.action} of {exp.id}")
 
@@ -777,18 +809,87 @@ class EvaldeskApp(RecoveryFlow, App[int]):
                     summary = f"{exp.id}: undid {rec.action} {done.id}"
                 else:
                     plan = cast("Plan", pending.payload)
-                    done = await registry.apply(pending.action, plan, exp.id, source, self.config, self.write_path)
+                    resources: dict[str, Any] = {}
+                    if pending.key in self.command_runs and self.command_runs[pending.key].running:
+                        key = pending.key
+                        resources["on_output"] = lambda stream, text: self.post_message(
+                            CommandOutput(key, stream, text))
+                    done = await registry.apply(pending.action, plan, exp.id, source, self.config,
+                                                self.write_path, resources=resources)
                     summary = f"{pending.action} applied to {exp.id}: {len(plan.steps)} step(s), record {done.id}"
+                    summary = self._end_command_run(pending, plan, done) or summary
             except LockHeld:
+                self._end_command_run(pending, None, None, "refused", "another writer holds the job's lock")
                 raise  # the lock dialog says who holds it
             except WriteRefused as exc:
                 # a refusal, not a failure: nothing was changed, and the re-scan shows why
                 summary = f"{pending.action} refused: {exc}"
+                self._end_command_run(pending, None, None, "refused", summary)
             except StepFailed as exc:
                 summary = f"{pending.action} failed: {exc}"
+                self._end_command_run(pending, None, None, "failed", summary)
+            except SourceUnavailable as exc:
+                summary = f"{pending.action} failed: cannot reach {exc.where}: {exc.message}"
+                self._end_command_run(pending, None, None, "failed", summary)
             self.post_message(WriteDone(pending.action, pending.key, summary))
+            command_run = self.command_runs.get(pending.key)
+            if command_run is not None and command_run.state == "failed" and command_run.record is not None:
+                # the trials set aside are offered back (undo checks first that nothing re-ran them)
+                self.post_message(RequestPlan("undo", pending.key))
 
         await guarded(self, f"{pending.action} of {exp.id}", pending.key, ctx, run)
+
+    # ---- commands a write runs: their output, followed live -----------------------------
+
+    def _start_command_run(self, pending: PendingWrite, exp: Experiment, command: str) -> None:
+        from tui.screens.command_log import CommandLogScreen
+
+        plan = cast("Plan", pending.payload)
+        self.command_runs[pending.key] = CommandRun(pending.key, pending.action, command, plan.host, self.now())
+        self.post_message(CommandChanged(pending.key))
+        self._push_safely(lambda: CommandLogScreen(pending.key), "command output")
+
+    def _end_command_run(self, pending: PendingWrite, plan: Plan | None, record: Record | None,
+                         state: str | None = None, message: str = "") -> str | None:
+        """Close the command run of a write with its result; the summary to log, if any."""
+        run = self.command_runs.get(pending.key)
+        if run is None or not run.running:
+            return None
+        summary = close_run(run, pending.key.split("::", 1)[-1], plan, record, state, message)
+        self.post_message(CommandChanged(pending.key))
+        return summary
+
+    @on(CommandOutput)
+    def _on_command_output(self, message: CommandOutput) -> None:
+        run = self.command_runs.get(message.key)
+        if run is None:
+            return
+        run.output.append((message.stream, message.text))
+        run.received += 1
+        del run.output[:-OUTPUT_LIMIT]
+        for screen in self.screen_stack:
+            screen.post_message(CommandOutput(message.key, message.stream, message.text))
+        # new trials arrive while it runs: read the source again, not more often than every 2 s
+        label = message.key.split("::", 1)[0]
+        now = time.monotonic()
+        if now - self._command_scanned.get(label, 0.0) >= COMMAND_RESCAN_S:
+            self._command_scanned[label] = now
+            src = self._sources_by_label.get(label)
+            if src is not None:
+                self._start_scan(src, force=True)
+
+    @on(CommandChanged)
+    def _on_command_changed(self, message: CommandChanged) -> None:
+        for screen in self.screen_stack:
+            screen.post_message(CommandChanged(message.key))
+
+    def open_command_log(self, key: str) -> None:
+        from tui.screens.command_log import CommandLogScreen
+
+        if key not in self.command_runs:
+            self.record("information", "output", "no command has run for this experiment in this session")
+            return
+        self._push_safely(lambda: CommandLogScreen(key), "command output")
 
     @on(WriteDone)
     def _on_write_done(self, message: WriteDone) -> None:

@@ -126,7 +126,7 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
     console = Console(file=out, width=width, no_color=not out.isatty())
     cmd = args.command
-    if cmd in ("undo", "finish") or (cmd in ("dedupe", "fix") and args.apply):
+    if cmd in ("undo", "finish") or (cmd in ("dedupe", "fix", "resume") and args.apply):
         from tui.batch_records import write_path_for
 
         # the write path decides; batch only asks before it reads anything
@@ -220,7 +220,10 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
             context = await leaderboard_context(config, [e for _, e in exps], err)
             audits = {"list": _list, "audit": _audit}[cmd]
             return int(await audits(args, config, exps, fmt, console, out, progress, context))
-        handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe}[cmd]
+        from tui.batch_resume import run_resume
+
+        handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe,
+                                       "resume": run_resume}[cmd]
         return int(await handler(args, config, exps, fmt, console, out, progress))
     finally:
         for src in sources:
@@ -293,7 +296,8 @@ def _match_trial(t: Trial, args: Any) -> bool:
     if args.status and t.status != TrialStatus(args.status):
         return False
     # exception types are class names people type from memory: case does not matter
-    return not (args.exception and (t.exception_type or "").lower() != args.exception.lower())
+    wanted = [x.lower() for e in (args.exception or []) for x in str(e).split(",") if x]
+    return not (wanted and (t.exception_type or "").lower() not in wanted)
 
 
 def _no_exception_label(t: Trial) -> str:
@@ -307,7 +311,7 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
     selected = [(e, t) for _, e in exps for t in e.trials if _match_trial(t, args)]
     if args.exception and not selected:
         seen = sorted({t.exception_type for _, e in exps for t in e.trials if t.exception_type})
-        progress.note(f"no trial has exception type {args.exception!r}; the types seen are: "
+        progress.note(f"no trial has exception type {', '.join(repr(x) for x in args.exception)}; the types seen are: "
                       + (", ".join(seen) or "none"))
     if fmt == "json":
         out.write(_dump({"trials": [trial_json(e, t) for e, t in selected]}) + "\n")

@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from services.core.config import ConfigError, load_config
 
-BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal")
+BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal", "resume")
 
 
 def _version() -> str:
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="evaldesk",
         description="A keyboard-driven console for agentic-model evaluations. With no SOURCE it opens the "
         "sources in the config file, or the bundled demo data.",
-        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|finish|monitor [options] SOURCE…; "
+        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|finish|monitor|resume [options] SOURCE…; "
         "fix CHECK_ID [--apply] SOURCE…; journal [--since ISO].  "
         "Demo data: evaldesk demo [DIR].  In a browser: evaldesk serve [--host H] [--port N] [SOURCE…].  "
         "Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable.",
@@ -45,13 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json", "jsonl"),
                    help="batch output (default: table on a terminal, json otherwise)")
     p.add_argument("--progress", choices=("none", "text", "json"), help="batch progress on stderr")
-    p.add_argument("--apply", action="store_true", help="dedupe, fix: carry out the plan (default is a dry run)")
+    p.add_argument("--apply", action="store_true",
+                   help="dedupe, fix, resume: carry out the plan (default is a dry run)")
     p.add_argument("--since", metavar="ISO", help="journal: only writes at or after this time")
     p.add_argument("--break-lock", action="store_true",
                    help="dedupe --apply, undo, finish: break a stale lock in the way (a dead holder, or "
                         "one older than the limit) and say whose it was; a live holder's lock is never broken")
+    p.add_argument("--force", action="store_true",
+                   help="undo: put a resume's trials back although its connection dropped mid-run (look first)")
     p.add_argument("--status", choices=("valid", "errored", "running"), help="trials: only this status")
-    p.add_argument("--exception", metavar="TYPE", help="trials: only this exception type")
+    p.add_argument("--exception", metavar="TYPE", action="append",
+                   help="trials: only this exception type; resume: re-run only these (repeat it, or A,B)")
     p.add_argument("--interval", type=float, default=None, metavar="S", help="monitor: seconds between polls")
     p.add_argument("--until", default=None, metavar="done|COUNT", help="monitor: stop when done or after COUNT polls")
     p.add_argument("--baseline", metavar="FILE", help="monitor: expected pass rate file (baselines/<name>.json)")

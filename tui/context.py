@@ -8,7 +8,7 @@ whole App.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, cast
 
@@ -31,6 +31,29 @@ class LogEntry:
     detail: str = ""
 
 
+@dataclass
+class CommandRun:
+    """A command a write ran or runs for one experiment (a resume, a re-run): what, where, its
+    output so far, and how it ended."""
+
+    key: str
+    action: str
+    command: str  # as a person would type it
+    host: str | None
+    started_at: datetime
+    state: str = "running"  # running | done | failed | refused
+    output: list[tuple[str, str]] = field(default_factory=list)  # (stream, text) chunks, the newest kept
+    received: int = 0  # chunks ever received (output drops the oldest)
+    exit_code: int | None = None
+    slurm_job_id: str | None = None
+    record: str | None = None
+    message: str = ""
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
 class ConsoleState(Protocol):
     read_only: bool
     paused: bool
@@ -44,6 +67,7 @@ class ConsoleState(Protocol):
     next_poll_in: dict[str, float]
     error_count: int
     event_log: list[LogEntry]
+    command_runs: dict[str, CommandRun]
 
     def now(self) -> datetime: ...
 

@@ -84,11 +84,32 @@ class OpenView(Message):
 
 class RequestPlan(Message):
     """A screen asks the App for the dry run of a write (`dedupe`, `undo-dedupe`, …) on one
-    experiment; the App answers with the confirmation dialog."""
+    experiment; the App answers with the confirmation dialog. `options` narrow what the write
+    does (a resume's exception types or trial paths)."""
 
-    def __init__(self, action: str, key: str) -> None:
+    def __init__(self, action: str, key: str, options: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.action = action
+        self.key = key
+        self.options = options or {}
+
+
+class CommandOutput(Message, bubble=False):
+    """Output of a command a write runs (a resume, a re-run), as it arrives; the App keeps it
+    and forwards it to the screens (a copy that must not bubble back to it)."""
+
+    def __init__(self, key: str, stream: str, text: str) -> None:
+        super().__init__()
+        self.key = key
+        self.stream = stream
+        self.text = text
+
+
+class CommandChanged(Message, bubble=False):
+    """A command run of one experiment started or ended; screens showing it redraw."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
         self.key = key
 
 

@@ -17,7 +17,8 @@ from services.core.models import Snapshot, experiment_key
 from services.core.source import Source
 from services.remediations import recovery
 from services.remediations.errors import LockHeld, StepFailed, WriteRefused
-from services.remediations.records import Record, RecordStore, records_in
+from services.remediations.records import Record, RecordStore
+from services.remediations.registry import records_for
 from services.remediations.steps import StepContext
 from services.transport.fs import LocalFS
 from tui.messages import WriteDone
@@ -207,7 +208,7 @@ async def guarded(app: Any, what: str, key: str, ctx: StepContext, run: Retry) -
 
 async def _load(app: Any, source: Source, p: recovery.Pending) -> Record:
     """The record of a pending write, read where it lives (the job's quarantine, or this machine)."""
-    for record in await records_in(source.fs(), p.target):
+    for record in await records_for(source.fs(), p.target):
         if record.id == p.id:
             return record
     entry = app.write_path.index.get(p.id) or {}

@@ -65,13 +65,15 @@ def check_score(exp: Experiment, kept_valid: int) -> Check:
         if never_reached:
             return Check(id="score", title=title, status=FAIL,
                          evidence=f"no score in {where} and {kept_valid} valid trials: the eval never reached "
-                         "the model", action="fix the endpoint (served model name, base URL) and re-run")
+                         "the model", action="fix the endpoint (served model name, base URL) and re-run",
+                         remediation="rerun")
         return Check(id="score", title=title, status=FAIL, evidence=f"no numeric score at {where}",
                      action="rebuild the aggregate result.json or re-run the job's aggregation")
     if score == 0 and never_reached:
         return Check(id="score", title=title, status=FAIL,
                      evidence=f"score 0 with {kept_valid} valid of {expected or '?'} expected trials: "
-                     "the eval never reached the model", action="fix the endpoint and re-run")
+                     "the eval never reached the model", action="fix the endpoint and re-run",
+                     remediation="rerun")
     real_zero = " (0 with trials that ran is a real 0)" if score == 0 else ""
     return Check(id="score", title=title, status=PASS, evidence=f"score {score:.4f} at {where}{real_zero}")
 
@@ -99,7 +101,8 @@ def check_valid(exp: Experiment, policy: Policy, kept: Census, deduped: bool) ->
         return Check(id="valid_count", title=title, status=WARN, evidence=ev + "; still running",
                      action="wait for the job to finish, then re-audit")
     return Check(id="valid_count", title=title, status=FAIL, evidence=ev,
-                 action=f"resume the errored trials ({missing} short of {c.expected}); do not register a partial")
+                 action=f"resume the errored trials ({missing} short of {c.expected}); do not register a partial",
+                 remediation="resume")
 
 
 def check_duplicates(exp: Experiment, policy: Policy, on_disk: Census) -> Check:
@@ -139,7 +142,8 @@ def check_error_gate(exp: Experiment, policy: Policy, kept: Census, deduped: boo
         ev += "; computed on the attempts dedupe would keep"
     if frac > policy.error_fraction_max:
         return Check(id="error_gate", title=title, status=FAIL, evidence=ev,
-                     action="resume the errored trials; de-register the row if a partial was registered"), frac
+                     action="resume the errored trials; de-register the row if a partial was registered",
+                     remediation="resume"), frac
     return Check(id="error_gate", title=title, status=PASS, evidence=ev), frac
 
 

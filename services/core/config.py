@@ -22,6 +22,38 @@ class ConfigError(Exception):
     """A one-line, human message naming the key and the file."""
 
 
+# A command as the config writes it: one string (split like a shell would, before any
+# placeholder is filled in) or a list of argv elements, where a nested list is repeated once
+# per exception type set aside. Placeholders: {job_dir} {job_name} {jobs_dir} {types} {type}
+# {new_job_name} {new_job_dir} — see services/remediations/job_commands.py.
+CommandTemplate = str | list[str | list[str]]
+
+
+def _harbor_resume() -> CommandTemplate:
+    return ["harbor", "jobs", "resume", "-p", "{job_dir}", ["-f", "{type}"]]
+
+
+def _harbor_start() -> CommandTemplate:
+    return ["harbor", "jobs", "start", "-c", "{job_dir}/config.json", "--job-name", "{new_job_name}",
+            "-o", "{jobs_dir}"]
+
+
+class CommandConfig(BaseModel):
+    """How a site resumes and re-runs a Harbor job where it lives (`[commands]`, or
+    `[hosts.commands]` / `[sources.commands]` for one host or source)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resume: CommandTemplate = Field(default_factory=_harbor_resume,
+                                    description="re-runs what a resume set aside; Harbor's own by default")
+    rerun: CommandTemplate = Field(default_factory=_harbor_start, description="starts a fresh job from its config")
+    cwd: str | None = Field(None, description="working dir the commands run in (default: the home dir on a "
+                            "host, the current dir here)")
+    env_from: dict[str, str] = Field(
+        default_factory=dict, description="NAME = \"ENV_VAR\": passed to the command, read from evaldesk's own "
+        "environment when it starts; values never recorded")
+
+
 class HostConfig(BaseModel):
     """An SSH host whose Harbor job dirs evaldesk reads (`[[hosts]]`)."""
 
@@ -46,6 +78,7 @@ class HostConfig(BaseModel):
         default_factory=dict, description="job dir name or path → SLURM job id, when the job files name none"
     )
     scan_timeout_s: float = Field(120.0, gt=0, description="give up on a remote scan after this long")
+    commands: CommandConfig | None = Field(None, description="this host's resume/re-run commands")
 
 
 class SourceConfig(BaseModel):
@@ -56,6 +89,7 @@ class SourceConfig(BaseModel):
     path: str
     name: str | None = None
     poll_interval_s: float | None = None
+    commands: CommandConfig | None = Field(None, description="this source's resume/re-run commands")
 
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -141,6 +175,7 @@ class Config(BaseModel):
     leaderboard: LeaderboardConfig = Field(default_factory=LeaderboardConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
     csbench: CsbenchConfig | None = None
+    commands: CommandConfig = Field(default_factory=CommandConfig, description="resume/re-run here")
     config_path: str | None = Field(None, exclude=True)
 
     def leaderboard_usernames(self) -> list[str]:

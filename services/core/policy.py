@@ -8,6 +8,7 @@ operator may need to tune overridable from config without touching code.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -121,6 +122,59 @@ FAILURE_CLASS_MEANING: Final[dict[str, str]] = {
     "agent_refused_task": "the agent or provider refused; with a reward it is a valid measurement",
     "unclassified": "not in Harbor's error-policy table: read the traceback",
 }
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    """Harbor's verdict on one exception type (harbor/models/trial/error_policy.py)."""
+
+    should_retry: bool
+    should_grade: bool
+    has_valid_reward: bool
+
+
+# Harbor 0.26's table, group for group. A type it does not list gets UNKNOWN_ERROR_POLICY —
+# so an unknown sandbox error (DaytonaError …) is retried, exactly as Harbor itself does.
+UNKNOWN_ERROR_POLICY: Final = ErrorPolicy(should_retry=True, should_grade=True, has_valid_reward=True)
+_ERROR_POLICY_GROUPS: Final[dict[ErrorPolicy, tuple[str, ...]]] = {
+    ErrorPolicy(should_retry=True, should_grade=False, has_valid_reward=False): FAILURE_CLASSES["sandbox_failed"],
+    ErrorPolicy(should_retry=True, should_grade=True, has_valid_reward=False): (
+        "ApiError", "ApiRateLimitError", "ApiInternalServerError", "ApiOverloadedError",
+        "ApiConnectionClosedError", "ApiResponseStalledError", "UnknownApiError", "NetworkConnectionError",
+        "ApiConnectionError", "ApiUsageLimitError", "RateLimitError", "InternalServerError",
+        "ServiceUnavailableError", "APIConnectionError", "APIError", "Timeout",
+    ),
+    ErrorPolicy(should_retry=False, should_grade=True, has_valid_reward=False): (
+        "UnsupportedModelParametersError", "BadRequestError", "UnprocessableEntityError", "UnsupportedParamsError",
+        "APIResponseValidationError", "BudgetExceededError", "VerifierTimeoutError", "RewardFileNotFoundError",
+        "RewardFileEmptyError", "VerifierOutputParseError",
+    ),
+    ErrorPolicy(should_retry=False, should_grade=False, has_valid_reward=False): (
+        "AgentAuthenticationError", "ModelNotFoundError", "ApiProviderResourceNotFoundError", "AuthenticationError",
+        "PermissionDeniedError", "NotFoundError", "ServiceOperationsUnsupportedError", "VercelScopeError",
+        "DspyImportError", "MissingExtraError", "RegradeError", "CancelledError",
+    ),
+    ErrorPolicy(should_retry=False, should_grade=True, has_valid_reward=True): (
+        "NonZeroAgentExitCodeError", "AgentTimeoutError", "ContextWindowExceededError", "OutputTokenExceededError",
+        "ContextLengthExceededError", "OutputLengthExceededError", "AgentSafetyRefusalError",
+        "ContentPolicyViolationError",
+    ),
+}
+ERROR_POLICIES: Final[dict[str, ErrorPolicy]] = {
+    name: policy for policy, names in _ERROR_POLICY_GROUPS.items() for name in names
+}
+
+# what `harbor jobs resume` deletes and re-runs when no -f is given
+HARBOR_RESUME_DEFAULT_FILTER: Final[tuple[str, ...]] = ("CancelledError",)
+
+
+def error_policy(exception_type: str) -> ErrorPolicy:
+    return ERROR_POLICIES.get(exception_type, UNKNOWN_ERROR_POLICY)
+
+
+def should_retry(exception_type: str) -> bool:
+    """Whether Harbor would retry a trial that ended with this exception type."""
+    return error_policy(exception_type).should_retry
+
 
 HASH_BENCHMARK_RE: Final = re.compile(r"^[0-9a-f]{32,64}$")
 NUMERIC_MODEL_RE: Final = re.compile(r"^[0-9]{6,}$")

@@ -13,6 +13,7 @@ from services.core.source import ProgressFn, TrialEvidence, no_progress
 from services.harbor.evidence import TRIAL_FILES, read_evidence
 from services.harbor.scan import HarborScanner, find_job_dirs
 from services.transport.fs import JobFS, LocalFS
+from services.transport.process import LocalRunner, Runner
 
 
 class HarborSource:
@@ -33,6 +34,10 @@ class HarborSource:
 
     def fs(self) -> JobFS:
         return self._fs
+
+    def runner(self) -> Runner:
+        """Where commands on these job dirs run (a resume, a re-run): this machine."""
+        return LocalRunner()
 
     def scan_sync(self, progress: ProgressFn = no_progress) -> Snapshot:
         taken = datetime.now(UTC)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import asyncssh
 
+from services.core.followed import followed_on
 from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence
@@ -23,6 +24,7 @@ from services.harbor.evidence import TRIAL_FILES, read_evidence
 from services.harbor.remote_program import PYTHON_MISSING_RC, ProtocolError, RemoteScanClient, remote_command
 from services.harbor.sftp_source import SFTPWalker
 from services.transport.fs import JobFS
+from services.transport.process import Runner, SSHRunner
 from services.transport.sftp import SFTPFS
 from services.transport.slurm import SlurmToolsMissing, SlurmTracker, apply_state, job_id_for
 from services.transport.ssh import HostSpec, SSHPool, shared_pool
@@ -88,6 +90,10 @@ class SSHHarborSource:
         if self._fs is None:
             self._fs = SFTPFS(self.pool, self.spec)
         return self._fs
+
+    def runner(self) -> Runner:
+        """Where commands on these job dirs run (a resume, a re-run): the host, over the pool."""
+        return SSHRunner(self.pool, self.spec)
 
     async def _run(self, command: str, stdin: bytes = b"") -> tuple[int | None, bytes, bytes]:
         return await self.pool.run(self.spec, command, stdin, self.timeout_s)
@@ -192,6 +198,8 @@ class SSHHarborSource:
 
     async def _apply_slurm(self, experiments: list[Experiment], errors: list[SourceError]) -> int:
         ids: dict[str, list[Experiment]] = {}
+        # a job evaldesk re-submitted (resume, re-run) is followed under its newest SLURM job
+        followed = followed_on(self.spec.label)
         for exp in experiments:
             if self._walker is not None:
                 cfg_bytes = self._walker.job_config(exp.path)
@@ -199,7 +207,7 @@ class SSHHarborSource:
                 cache = self.client.jobs.get(exp.path)
                 cfg = cache.files.get("config.json") if cache else None
                 cfg_bytes = cfg.data if cfg else None
-            jid = job_id_for(exp, cfg_bytes, self.slurm_job_id_key, self.slurm_job_ids)
+            jid = followed.get(exp.path) or job_id_for(exp, cfg_bytes, self.slurm_job_id_key, self.slurm_job_ids)
             if jid:
                 exp.scheduler_job_id = jid
                 ids.setdefault(jid, []).append(exp)

@@ -103,11 +103,20 @@ def _names(names: list[str]) -> str:
 
 
 def quarantine_job(record_dir: str | None) -> str | None:
-    """The job dir whose quarantine holds `record_dir`, or None for a record kept locally."""
+    """The job dir whose quarantine holds `record_dir`, or None for a record kept locally.
+
+    Two layouts: `<job>/.evaldesk-quarantine/<record>` (dedupe and most writes), and
+    `<jobs>/.evaldesk-quarantine/<job>/<record>` beside the job, for writes after which Harbor's
+    own resume runs (it deletes every folder of a job that is not a trial, ours included)."""
     if not record_dir:
         return None
     parent = posixpath.dirname(record_dir.rstrip("/"))
-    return posixpath.dirname(parent) if posixpath.basename(parent) == QUARANTINE_DIR else None
+    if posixpath.basename(parent) == QUARANTINE_DIR:
+        return posixpath.dirname(parent)
+    top = posixpath.dirname(parent)
+    if posixpath.basename(top) == QUARANTINE_DIR:
+        return posixpath.join(posixpath.dirname(top), posixpath.basename(parent))
+    return None
 
 
 class WritePath:

@@ -23,7 +23,8 @@ from services.core.source import Source, SourceUnavailable
 from services.remediations.base import WritePath, quarantine_job
 from services.remediations.errors import WriteRefused
 from services.remediations.lock import DirLock, pid_alive
-from services.remediations.records import FINAL, UNDOABLE, UNFINISHED, Record, RecordIndex, RecordStore, records_in
+from services.remediations.records import FINAL, UNDOABLE, UNFINISHED, Record, RecordIndex, RecordStore
+from services.remediations.registry import records_for
 from services.transport.fs import JobFS, LocalFS
 
 # a console reading many job dirs looks into this many quarantines at once
@@ -137,7 +138,7 @@ async def in_job_dirs(fs: JobFS, job_dirs: Iterable[str], problems: list[str] | 
 
     async def look(job: str) -> list[Record]:
         async with gate:
-            return [r for r in await records_in(fs, job, problems)
+            return [r for r in await records_for(fs, job, problems)
                     if r.status in UNFINISHED and not await in_progress(fs, r)]
 
     found = await asyncio.gather(*(look(j) for j in job_dirs))
@@ -184,7 +185,7 @@ async def locate(write_path: WritePath, spec: str, config: Config, *,
             record = await RecordStore(LocalFS(), str(loc.get("record_dir"))).load()
             return source, record, job or target
         try:
-            found = [r for r in await records_in(source.fs(), job or target) if r.id == entry["id"]]
+            found = [r for r in await records_for(source.fs(), job or target) if r.id == entry["id"]]
         except Exception:
             await source.close()
             raise
@@ -202,7 +203,7 @@ async def locate(write_path: WritePath, spec: str, config: Config, *,
             raise SourceUnavailable(spec, "name one job dir (or a record id)")
         job = snap.experiments[0].path
         problems: list[str] = []
-        records = [r for r in await records_in(source.fs(), job, problems) if r.status in want]
+        records = [r for r in await records_for(source.fs(), job, problems) if r.status in want]
         if not records and problems:
             raise WriteRefused("; ".join(problems))
     except Exception:

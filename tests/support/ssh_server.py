@@ -54,6 +54,7 @@ class InProcessSSHServer:
         self.mode = "ok"
         self.slow_s = 5.0
         self.commands: list[str] = []
+        self.drop_on: str | None = None  # drop the connection while running a command containing this
         self.port = 0
         self._server: asyncssh.SSHAcceptor | None = None
 
@@ -111,7 +112,7 @@ class InProcessSSHServer:
             stderr=asyncio.subprocess.PIPE,
         )
         out, err = await proc.communicate(stdin)
-        if self.mode == "drop":
+        if self.mode == "drop" or (self.drop_on is not None and self.drop_on in command):
             process.stdout.write(out[: max(1, len(out) // 2)])
             await asyncio.sleep(0.05)
             process.channel.get_connection().abort()

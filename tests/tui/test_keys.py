@@ -143,8 +143,21 @@ async def to_lock(pilot: Pilot[Any]) -> None:
     await settle(pilot, 2)
 
 
+async def to_command(pilot: Pilot[Any]) -> None:
+    """The output view of a command a write ran (here: one that has run and ended)."""
+    from tui.context import CommandRun
+    from tui.screens.command_log import CommandLogScreen
+
+    app = pilot.app
+    run = CommandRun(SWE_KEY, "resume", "harbor jobs resume -p /jobs/j", None, app.now())
+    run.state = "done"
+    app.command_runs[SWE_KEY] = run
+    app.push_screen(CommandLogScreen(SWE_KEY))
+    await settle(pilot, 2)
+
+
 SCREENS: dict[str, Step] = {
-    "recovery": to_recovery, "lock": to_lock,
+    "recovery": to_recovery, "lock": to_lock, "command": to_command,
     "global": home, "experiments": home, "audit": to_audit, "trials": to_trials, "monitor": to_monitor,
     "confirm": to_confirm, "help": keys("question_mark"), "log": to_log,
 }
@@ -272,6 +285,12 @@ CASES: dict[str, Case] = {
     "log.cursor_top": Case(before=keys("j")),
     "log.cursor_bottom": Case(),
     "log.copy": Case(),
+    "audit.output": Case(),  # no command ran yet: it says so (a log entry)
+    "trials.resume": Case(before=keys("s", "s")),  # the errored trials shown: a preview opens
+    "command.monitor": Case(),
+    "command.audit": Case(),
+    "command.back": Case(),
+    "command.back_q": Case(),
     "recovery.finish": Case(),
     "recovery.rollback": Case(),
     "recovery.later": Case(),

@@ -145,12 +145,18 @@ async def test_teardown_dialog_cancel_then_apply(tmp_path_factory: pytest.TempPa
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await settle(pilot)
+        # a write that runs a command shows its output as it comes; esc goes back to the audit
+        from tui.screens.command_log import CommandLogScreen
+
+        assert isinstance(app.screen, CommandLogScreen)
+        await pilot.press("escape")
+        await settle(pilot)
         assert isinstance(app.screen, AuditScreen)
         assert (FIXED / "bucket" / "terraform.log").exists()
         report = app.audit(KEY)
         assert report is not None and report.check("teardown").status.value == "pass"
         assert "{'destroyed': True" in report.check("teardown").evidence
-        assert any("csbench_teardown applied" in e.message for e in app.event_log)
+        assert any(e.message.startswith("csbench_teardown finished") for e in app.event_log)
         records = list((campaigns / CID / ".evaldesk-quarantine").iterdir())
         assert len(records) == 1 and (records[0] / "record.json").exists()
 

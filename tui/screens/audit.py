@@ -16,7 +16,7 @@ from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
 from tui.external import copy_location
-from tui.messages import Notice, OpenView, RequestPlan, SnapshotUpdated
+from tui.messages import CommandChanged, Notice, OpenView, RequestPlan, SnapshotUpdated
 from tui.navigation import move
 from widgets.checklist import Checklist, ChecklistItem
 from widgets.state_badge import state_badge
@@ -64,6 +64,9 @@ class AuditScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield ConsoleHeader("Audit")
         yield Static("", id="audit-title", classes="status-line")
+        command = Static("", id="audit-command", classes="status-line")
+        command.display = False
+        yield command
         yield Checklist(id="checks")
         with VerticalScroll(id="audit-notes"):
             yield Static("", id="verdict")
@@ -78,7 +81,8 @@ class AuditScreen(Screen[None]):
         if report is not None and checklist.items:
             # start on what needs doing: a row evaldesk can fix, else the first failing check
             ids = [i.id for i in checklist.items]
-            order = [c for c in report.checks if c.remediation] + [c for c in report.checks if c.status == "fail"]
+            order = ([c for c in report.checks if c.remediation == report.verdict]
+                     + [c for c in report.checks if c.remediation] + [c for c in report.checks if c.status == "fail"])
             target = next((ids.index(c.id) for c in order if c.id in ids), None)
             if target is not None:
                 checklist.highlighted = target
@@ -86,6 +90,11 @@ class AuditScreen(Screen[None]):
     @on(SnapshotUpdated)
     def _on_snapshot(self, message: SnapshotUpdated) -> None:
         self.render_report()
+
+    @on(CommandChanged)
+    def _on_command(self, message: CommandChanged) -> None:
+        if message.key == self.key:
+            self.render_report()
 
     def render_report(self) -> None:
         exp = self.evaldesk.experiment(self.key)
@@ -96,6 +105,10 @@ class AuditScreen(Screen[None]):
             self.query_one(Checklist).set_items([])
             return
         title.update(self._title(exp, report))
+        command = self._command_line()
+        line = self.query_one("#audit-command", Static)
+        line.display = command is not None
+        line.update(command or "")
         self.query_one(Checklist).set_items(checklist_items(report))
         verdict = Text.assemble(
             ("Verdict: ", "bold"),
@@ -118,6 +131,15 @@ class AuditScreen(Screen[None]):
                     style="dim")
         return text
 
+    def _command_line(self) -> Text | None:
+        run = self.evaldesk.command_runs.get(self.key)
+        if run is None:
+            return None
+        if run.running:
+            return Text(f"{run.action} running on {run.host or 'this machine'} — o shows its output", style="bold blue")
+        return Text(f"last {run.action}: {run.message or run.state} (o: output)",
+                    style="bold red" if run.state == "failed" else "dim")
+
     # ---- actions ------------------------------------------------------------------------
 
     def action_run_remediation(self) -> None:
@@ -137,6 +159,9 @@ class AuditScreen(Screen[None]):
 
     def action_undo(self) -> None:
         self.post_message(RequestPlan("undo", self.key))
+
+    def action_open_output(self) -> None:
+        self.post_message(OpenView("command", [self.key]))
 
     def action_open_trials(self) -> None:
         self.post_message(OpenView("trials", [self.key]))

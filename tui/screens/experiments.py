@@ -21,7 +21,7 @@ from tui.actions import EXPERIMENT_COLUMNS, bindings_for
 from tui.chrome import ConsoleHeader, bar
 from tui.context import ConsoleState, console
 from tui.external import copy_location
-from tui.messages import HandOver, OpenView, SnapshotUpdated
+from tui.messages import CommandChanged, HandOver, OpenView, SnapshotUpdated
 from tui.navigation import move
 from widgets.ids import distinguishing, shorten
 from widgets.log_tail import regex_problem
@@ -50,6 +50,9 @@ def id_labels(exps: list[Experiment], width: int) -> list[str]:
         seen[s] = seen.get(s, 0) + 1
     names = [e.id if seen[s] > 1 else s for e, s in zip(exps, shorts, strict=True)]
     return distinguishing(names, width)
+
+
+RUNNING_WORDS = {"resume": "resuming", "rerun": "re-running"}
 
 
 COMPACT_BELOW = 110  # columns; narrower terminals drop source/benchmark/model into the detail line
@@ -111,6 +114,7 @@ class Row:
     report: AuditReport | None
     age_s: float | None
     eta_s: float | None = None  # from the live monitor, for running experiments
+    command: str | None = None  # "resuming", "re-running": a command evaldesk runs for it now
 
     @property
     def error_fraction(self) -> float | None:
@@ -170,6 +174,9 @@ class Row:
             over = frac > 0.10
             return Text(f"{100 * frac:.1f}", style="bold red" if over else "", justify="right")
         if col == "verdict":
+            if self.command is not None:
+                # a resume or re-run evaldesk runs for this row: that is its state for now
+                return Text(f"{self.command}…", style="bold blue")
             if self.report is None:
                 return Text("…", style="dim")
             v = self.report.verdict
@@ -229,6 +236,10 @@ class ExperimentsScreen(Screen[None]):
     def _on_snapshot(self, message: SnapshotUpdated) -> None:
         self.rebuild()
 
+    @on(CommandChanged)
+    def _on_command(self) -> None:
+        self.rebuild()
+
     def on_resize(self, event: Resize) -> None:
         compact = event.size.width < COMPACT_BELOW
         if compact != self.compact:
@@ -260,7 +271,9 @@ class ExperimentsScreen(Screen[None]):
             ref = as_utc(exp.finished_at or exp.updated_at or exp.started_at)
             age = (now - ref).total_seconds() if ref and now else None
             reading = app.monitor.reading(key) if exp.state == State.running else None
-            rows.append(Row(key, exp, app.audit(key), age, reading.eta_s if reading else None))
+            run = getattr(app, "command_runs", {}).get(key)
+            doing = RUNNING_WORDS.get(run.action, run.action) if run is not None and run.running else None
+            rows.append(Row(key, exp, app.audit(key), age, reading.eta_s if reading else None, doing))
         self.rows = rows
         self._render_table()
 

@@ -35,7 +35,7 @@ from services.transport.fs import JobFS
 from tui.actions import bindings_for
 from tui.context import ConsoleState, console
 from tui.external import copy_location
-from tui.messages import HandOver, SnapshotUpdated
+from tui.messages import HandOver, RequestPlan, SnapshotUpdated
 from tui.navigation import move
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel
 from widgets.ids import shorten
@@ -514,6 +514,23 @@ class TrialsScreen(Screen[None]):
         self.focus_filter = ("group", key)
         self.status_filter = None
         self.refresh_rows()
+
+    def action_resume_shown(self) -> None:
+        """Resume exactly the errored trials on screen: the highlighted group when grouped,
+        else the rows the filters leave (f: one failure, s: a status, a: one task)."""
+        if self.grouped:
+            index = self.table.cursor
+            if not self.groups or not 0 <= index < len(self.groups):
+                return
+            key = self.groups[index].key
+            chosen = [t for t, k in zip(self.trials, self._group_keys, strict=True) if k == key]
+        else:
+            chosen = [self.trials[i] for i in self.rows]
+        paths = [t.path for t in chosen if t.status != TrialStatus.valid]
+        if not paths:
+            self.notify("no errored trial among those shown: filter them with f, s or g first", severity="warning")
+            return
+        self.post_message(RequestPlan("resume", self.key, {"paths": paths}))
 
     def action_toggle_panel(self) -> None:
         self._panel = "diagnose" if self._panel == "log" else "log"
