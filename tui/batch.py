@@ -6,8 +6,6 @@ passes, 1 when something needs action, 2 for usage errors and unreachable source
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import posixpath
 import sys
@@ -18,6 +16,7 @@ from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
@@ -33,9 +32,11 @@ from services.core.models import (
 )
 from services.core.registry import open_source, open_sources
 from services.core.source import Source, SourceUnavailable
+from services.core.text import dumps, term_safe
 from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
 from services.remediations.records import Plan
+from tui import interrupt
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
@@ -58,15 +59,25 @@ class Progress:
         self._last = now
         if self.mode == "json":
             payload = {"done": done, "total": total, "message": message}
-            self.err.write(f"__EVALDESK_PROGRESS__={json.dumps(payload)}\n")
+            self.err.write(f"__EVALDESK_PROGRESS__={dumps(payload)}\n")
         else:
             frac = f" {done}/{total}" if total else ""
-            self.err.write(f"evaldesk: {message}{frac}\n")
+            self.err.write(f"evaldesk: {term_safe(message)}{frac}\n")
         self.err.flush()
 
 
 def _dump(obj: Any) -> str:
-    return json.dumps(obj, default=str, ensure_ascii=False)
+    return dumps(obj)
+
+
+def say(err: IO[str], message: str) -> None:
+    """One line on stderr; names in it are shown escaped, never as terminal controls."""
+    err.write(f"evaldesk: {term_safe(message)}\n")
+
+
+def cell(value: object) -> Text:
+    """A table cell from data read off a job dir: escaped, and never read as Rich markup."""
+    return Text(term_safe(value))
 
 
 def report_json(r: AuditReport) -> dict[str, Any]:
@@ -125,26 +136,26 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     console = Console(file=out, width=width, no_color=not out.isatty())
     cmd = args.command
     if cmd == "dedupe" and args.apply and read_only:
-        err.write("evaldesk: --apply refused: read-only mode is on (--read-only or read_only = true in config)\n")
+        say(err, "--apply refused: read-only mode is on (--read-only or read_only = true in config)")
         return EXIT_USAGE
     if cmd == "undo" and read_only:
-        err.write("evaldesk: undo refused: read-only mode is on\n")
+        say(err, "undo refused: read-only mode is on")
         return EXIT_USAGE
     if cmd == "monitor":
         return _run_monitor(args, config, out)
     try:
-        return asyncio.run(_run(args, config, fmt, progress, console, out, err))
+        return interrupt.run(_run(args, config, fmt, progress, console, out, err))
     except SourceUnavailable as exc:
-        err.write(f"evaldesk: cannot read {exc.where}: {exc.message}\n")
+        say(err, f"cannot read {exc.where}: {exc.message}")
         return EXIT_USAGE
     except ValueError as exc:  # a malformed SOURCE URL
-        err.write(f"evaldesk: {exc}\n")
+        say(err, str(exc))
         return EXIT_USAGE
     except WriteRefused as exc:
-        err.write(f"evaldesk: {exc}\n")
+        say(err, str(exc))
         return EXIT_ACTION
     except StepFailed as exc:
-        err.write(f"evaldesk: {exc}\n")
+        say(err, str(exc))
         return EXIT_ACTION
 
 
@@ -163,7 +174,7 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
     try:
         problems = [e for s in snaps for e in s.errors]
         for e in problems:
-            err.write(f"evaldesk: {e.where}: {e.message}\n")
+            say(err, f"{e.where}: {e.message}")
         exps = [(src, e) for src, s in zip(sources, snaps, strict=True) for e in s.experiments]
         if not exps:
             return EXIT_USAGE
@@ -201,7 +212,7 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
             t.add_column(col, overflow="fold")
         for (_, e), row in zip(exps, rows, strict=True):
             err_frac = row["error_fraction"]
-            t.add_row(e.id, e.benchmark or "-", e.model or "-", e.state.value,
+            t.add_row(cell(e.id), cell(e.benchmark or "-"), cell(e.model or "-"), e.state.value,
                       f"{e.counts.valid}/{e.counts.expected or '?'}",
                       "-" if e.score is None else f"{e.score:.3f}",
                       _pct(err_frac if isinstance(err_frac, float) else None),
@@ -222,16 +233,16 @@ async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]
             out.write(_dump(report_json(r)) + "\n")
     else:
         for r in reports:
-            t = Table(title=f"{r.id}  verdict: {r.verdict.upper()}", title_justify="left", expand=False)
+            t = Table(title=cell(f"{r.id}  verdict: {r.verdict.upper()}"), title_justify="left", expand=False)
             t.add_column("", no_wrap=True)
             t.add_column("check", no_wrap=True)
             t.add_column("evidence", overflow="fold")
             t.add_column("action", overflow="fold")
             for c in r.checks:
-                t.add_row(ICON[c.status], c.title, c.evidence, c.action or "")
+                t.add_row(ICON[c.status], cell(c.title), cell(c.evidence), cell(c.action or ""))
             console.print(t)
             for n in r.notes:
-                console.print(f"  note: {n}", highlight=False)
+                console.print(cell(f"  note: {n}"), highlight=False)
             console.print()
     return worst
 
@@ -262,9 +273,9 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
             tb.add_column(col, overflow="fold")
         for e, t in selected:
             dur = t.duration_s
-            tb.add_row(e.id[:28], t.task_name, t.trial_name, str(t.attempt),
+            tb.add_row(cell(term_safe(e.id)[:28]), cell(t.task_name), cell(t.trial_name), str(t.attempt),
                        "-" if t.reward is None else f"{t.reward:g}", t.status.value + (" (copy)" if t.copy_of else ""),
-                       t.exception_type or _no_exception_label(t), t.failure_class or "",
+                       cell(t.exception_type or _no_exception_label(t)), cell(t.failure_class or ""),
                        "-" if dur is None else f"{dur:.0f}s")
         console.print(tb)
     return EXIT_OK
@@ -296,10 +307,10 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
     else:
         for p, a in results:
             for line in p.preview:
-                console.print(line, highlight=False, markup=False)
+                console.print(cell(line), highlight=False)
             if a:
-                console.print(f"applied: record {p.id}, moved into {p.meta.get('quarantine')}",
-                              highlight=False, markup=False)
+                console.print(cell(f"applied: record {p.id}, moved into {p.meta.get('quarantine')}"),
+                              highlight=False)
             elif not p.nothing_to_do:
                 console.print("dry run: nothing moved; add --apply to carry it out", highlight=False)
             console.print()
@@ -351,5 +362,5 @@ async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
         if fmt in ("json", "jsonl"):
             out.write(_dump(result) + "\n")
         else:
-            out.write(str(result["message"]) + "\n")
+            out.write(term_safe(result["message"]) + "\n")
     return code

@@ -10,6 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 
 from services.core.models import AuditReport, Experiment
+from services.core.text import term_safe
 from services.remediations.registry import REMEDIATIONS
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
@@ -88,7 +89,7 @@ class AuditScreen(Screen[None]):
         report = self.evaldesk.audit(self.key)
         title = self.query_one("#audit-title", Static)
         if exp is None or report is None:
-            title.update(Text(f"{self.key.split('::', 1)[-1]}: not in the latest scan", style="bold red"))
+            title.update(Text(f"{term_safe(self.key.split('::', 1)[-1])}: not in the latest scan", style="bold red"))
             self.query_one(Checklist).set_items([])
             return
         title.update(self._title(exp, report))
@@ -99,13 +100,13 @@ class AuditScreen(Screen[None]):
             f" — {VERDICT_MEANING.get(report.verdict, '')}",
         )
         self.query_one("#verdict", Static).update(verdict)
-        notes = Text("\n").join(Text(f"• {n}") for n in report.notes) if report.notes else Text("")
+        notes = Text("\n").join(Text(f"• {term_safe(n)}") for n in report.notes) if report.notes else Text("")
         self.query_one("#notes", Static).update(notes)
 
     @staticmethod
     def _title(exp: Experiment, report: AuditReport) -> Text:
         t = report.trials
-        text = Text.assemble(state_badge(exp.state.value, compact=True), " ", (exp.id, "bold"))
+        text = Text.assemble(state_badge(exp.state.value, compact=True), " ", (term_safe(exp.id), "bold"))
         score = "—" if report.score is None else f"{report.score:.3f}"
         vf = "—" if report.valid_fraction is None else f"{100 * report.valid_fraction:.1f}%"
         ef = "—" if report.error_fraction is None else f"{100 * report.error_fraction:.1f}%"

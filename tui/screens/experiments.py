@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from services.core.models import AuditReport, Experiment, State
+from services.core.text import term_safe
 from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
 from tui.chrome import ConsoleHeader, bar
@@ -122,16 +123,17 @@ class Row:
     def cell_text(self, col: str, compact: bool, width: int) -> Text:
         e = self.exp
         c = e.counts
+        # ids, names and labels come from job dirs: escaped before they are measured or cut
         if col == "source":
-            return Text(e.source_label)
+            return Text(term_safe(e.source_label))
         if col == "id":
-            shown = short_id(e) if compact else e.id
+            shown = term_safe(short_id(e) if compact else e.id)
             return Text(shown if len(shown) <= width else shown[: max(1, width - 1)] + "…")
         if col == "benchmark":
-            b = e.benchmark or "—"
+            b = term_safe(e.benchmark or "—")
             return Text(b if len(b) <= width else b[: width - 1] + "…")
         if col == "model":
-            m = (e.model or "—").split("/")[-1] if e.model else "—"
+            m = term_safe((e.model or "—").split("/")[-1] if e.model else "—")
             return Text(m if len(m) <= width else m[: width - 1] + "…")
         if col == "state":
             return state_badge(e.state.value, e.state_raw, compact=True)
@@ -307,7 +309,7 @@ class ExperimentsScreen(Screen[None]):
         text.append(f" · sort {labels[self.sort_col]} {'▼' if self.sort_reverse else '▲'}", style="dim")
         if self.filter.pattern is not None:
             text.append(" · filter ", style="dim")
-            text.append(self.filter.text, style="bold")
+            text.append(term_safe(self.filter.text), style="bold")
         elif not self.rows:
             text.append(" · reading sources…" if self.evaldesk.scan_state else " · none found", style="dim")
         self.query_one("#status", Static).update(text)
@@ -320,12 +322,12 @@ class ExperimentsScreen(Screen[None]):
             detail.update("")
             return
         e, c = row.exp, row.exp.counts
-        line1 = Text.assemble((e.source_label, "bold"), " · ", e.id)
+        line1 = Text.assemble((term_safe(e.source_label), "bold"), " · ", term_safe(e.id))
         if e.stale_since is not None:
             age = format_age((self.evaldesk.now() - e.stale_since).total_seconds())
             line1.append(f"  STALE: last read {age} ago, the source is down", style="bold yellow")
         line2 = Text(
-            f"{e.benchmark or '—'} · {e.model or '—'} · valid {c.valid} errored {c.errored} "
+            f"{term_safe(e.benchmark or '—')} · {term_safe(e.model or '—')} · valid {c.valid} errored {c.errored} "
             f"running {c.running} of {c.expected if c.expected is not None else '?'} · n_rep {c.n_rep or '?'}"
         )
         if c.copies:
@@ -337,7 +339,7 @@ class ExperimentsScreen(Screen[None]):
         if warnings:
             w = warnings[0]
             more = f" (+{len(warnings) - 1} more, m to monitor)" if len(warnings) > 1 else ""
-            line2 = Text(f"⚠ rule {w.rule}: {w.evidence}{more}", style="bold red")
+            line2 = Text(f"⚠ rule {w.rule}: {term_safe(w.evidence)}{more}", style="bold red")
         detail.update(Text("\n").join([line1, line2]))
 
     @on(DataTable.RowHighlighted)

@@ -29,6 +29,7 @@ from services.core.models import Experiment, Trial, TrialStatus
 from services.core.paths import UnsafePath, inside
 from services.core.policy import FAILURE_CLASS_MEANING
 from services.core.source import TrialFile
+from services.core.text import term_safe
 from services.transport.fs import JobFS
 from tui.actions import bindings_for
 from tui.context import ConsoleState, console
@@ -254,9 +255,9 @@ class TrialsScreen(Screen[None]):
         exp = self.experiment
         text = Text(no_wrap=True, overflow="ellipsis")
         if exp is None:
-            text.append(f"{self.key.split('::')[-1]}: not in the current snapshot", style="bold red")
+            text.append(f"{term_safe(self.key.split('::')[-1])}: not in the current snapshot", style="bold red")
         else:
-            text.append(exp.id, style="bold")
+            text.append(term_safe(exp.id), style="bold")
             n = self._status_counts
             text.append(f"  {len(self.trials):,} attempts · ")
             text.append(f"{n[TrialStatus.valid]:,} valid", style="green")
@@ -271,7 +272,7 @@ class TrialsScreen(Screen[None]):
             shown.append(f"status={self.status_filter.value}")
         if self.focus_filter is not None:
             kind, value = self.focus_filter
-            shown.append(f"{'task' if kind == 'task' else 'outcome'}={value}")
+            shown.append(f"{'task' if kind == 'task' else 'outcome'}={term_safe(value)}")
         if shown:
             text.append("  │ ", style="dim")
             text.append(" · ".join(shown), style="bold")
