@@ -7,9 +7,10 @@ Host resolution follows OpenSSH: the host may be a `~/.ssh/config` alias (or one
 named by `ssh_config`, like `ssh -F`), whose HostName, User, Port, IdentityFile, ProxyJump and
 UserKnownHostsFile apply. Jump hosts are dialled by the same code, so their host keys are
 checked the same way. Host-key checking is never switched off unless the host's own
-`insecure_no_host_key_check` says so; a config that names no known_hosts file at all is an error,
-not a silent pass. Agent forwarding is always off. Nothing here logs secrets: messages name
-the host and the cause, never keys or passphrases.
+`insecure_no_host_key_check` says so, and that switch covers that host only: its ProxyJump hops
+keep their checks (a hop is where a man in the middle would sit). A config that names no
+known_hosts file at all is an error, not a silent pass. Agent forwarding is always off. Nothing
+here logs secrets: messages name the host and the cause, never keys or passphrases.
 """
 
 from __future__ import annotations
@@ -257,7 +258,8 @@ class SSHPool:
                     user=hop_spec.user,
                     port=hop_spec.port,
                     known_hosts=spec.known_hosts,
-                    insecure_no_host_key_check=spec.insecure_no_host_key_check,
+                    # the target's insecure switch is not the hop's: the hop is checked
+                    insecure_no_host_key_check=False,
                     ssh_config=spec.ssh_config,
                 )
                 try:
