@@ -297,10 +297,15 @@ class SSHPool:
             host = str(resolved.get("Hostname") or spec.host)
             port = int(spec.port or resolved.get("Port") or 22)
         assert host is not None and port is not None
+        trusted: Any = known_hosts
+        if known_hosts is not None:
+            # a known_hosts file that does not exist trusts no key: the host is unknown (and said
+            # so below), not unreachable with "No such file or directory"
+            trusted = [f for f in known_hosts if os.path.isfile(f)] or b""
         kwargs: dict[str, Any] = {
             "port": port,
             "config": resolved["paths"],
-            "known_hosts": known_hosts,
+            "known_hosts": trusted,
             "keepalive_interval": self.keepalive_s,
             "keepalive_count_max": 3,
             "agent_forwarding": False,

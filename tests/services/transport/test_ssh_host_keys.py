@@ -1,5 +1,6 @@
-"""`insecure_no_host_key_check` is the host's own switch: its ProxyJump hop keeps its host-key
-check. Against two real OpenSSH servers on loopback, the jump host forwarding to the target."""
+"""Host keys: `insecure_no_host_key_check` is the host's own switch, its ProxyJump hop keeps its
+check (two real OpenSSH servers on loopback, the jump host forwarding to the target); a
+known_hosts file that does not exist makes the host unknown, not unreachable."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from services.core.source import SourceUnavailable
 from services.transport.ssh import HostSpec, SSHPool
-from tests.support.ssh_server import OpenSSHServer, start_openssh, write_known_hosts
+from tests.support.ssh_server import InProcessSSHServer, OpenSSHServer, start_openssh, write_known_hosts
+from tests.support.ssh_server import ssh_server as ssh_server
 
 
 @pytest.fixture
@@ -86,3 +88,11 @@ async def test_insecure_target_does_not_switch_off_the_jump_hosts_check(
     checked = HostSpec(host="cluster", ssh_config=str(cfg), known_hosts=str(known))
     with pytest.raises(SourceUnavailable, match=r"^cluster: unknown host key"):
         await _connect(checked)
+
+
+async def test_a_missing_known_hosts_file_means_unknown_host_not_a_file_error(
+    ssh_server: InProcessSSHServer, tmp_path: Path
+) -> None:
+    absent = tmp_path / "no_such_known_hosts"
+    with pytest.raises(SourceUnavailable, match=rf"unknown host key \(not in {absent}\)"):
+        await _connect(ssh_server.spec(known_hosts=str(absent)))
