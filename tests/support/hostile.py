@@ -58,3 +58,17 @@ def hostile_job(root: Path) -> Path:
 def raw_controls(text: str) -> list[str]:
     """The characters in `text` that would reach a terminal as controls (empty when safe)."""
     return RAW_CONTROL.findall(text)
+
+
+RUNNING_JOB = "tb2_live\x1b]2;live-title\x07_2026-03-02__09-00-00"
+RUNNING_TRIAL = "task-run__\x1b[6n\x9b6n"
+
+
+def hostile_running_job(root: Path) -> Path:
+    """A running job whose running trial's name and last log line carry terminal controls."""
+    job = JobBuilder(root, RUNNING_JOB, model=MODEL, n_attempts=1, finished=False)
+    job.add("task-run\x1b[2J", 1.0, name=RUNNING_TRIAL, running=True)
+    job.add("task-done", 1.0, name="task-done__ok")
+    d = job.write()
+    (d / RUNNING_TRIAL / "trial.log").write_bytes(b"step 1\n\x1b]0;activity-title\x07\x1b[31mcalling tool\x9b\n")
+    return d

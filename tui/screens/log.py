@@ -72,8 +72,10 @@ class LogScreen(Screen[None]):
         entries = list(reversed(self.evaldesk.event_log))
         if 0 <= index < len(entries):
             e = entries[index]
-            detail = e.message + ("\n\n" + e.detail if e.detail else "")
-            self.query_one("#log-detail", Static).update(Text(term_safe(detail, keep_newlines=True)))
+            # the message is one line (a newline in a name in it is shown as ⏎); the detail, a
+            # traceback say, keeps its lines
+            detail = term_safe(e.message) + ("\n\n" + term_safe(e.detail, keep_newlines=True) if e.detail else "")
+            self.query_one("#log-detail", Static).update(Text(detail))
 
     @on(DataTable.RowHighlighted)
     def _on_highlight(self, event: DataTable.RowHighlighted) -> None:
