@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
-
 from datetime import timedelta
+from pathlib import Path
 
 from tests.support.harbor_factory import T0, JobBuilder
 

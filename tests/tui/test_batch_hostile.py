@@ -270,3 +270,28 @@ def test_ctrl_c_in_monitor_is_one_line_and_exit_130(job: Path) -> None:
     # every line written before the interrupt is whole JSON
     for line in p.stdout.decode().splitlines():
         json.loads(line)
+
+
+def test_a_job_dir_that_is_not_utf8_is_deduped_journaled_and_undone(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from datetime import timedelta
+
+    from services.core.journal import Journal
+    from tests.support.harbor_factory import T0, JobBuilder
+
+    builder = JobBuilder(tmp_path / "jobs", "placeholder_2026-03-02__09-00-00", n_attempts=1)
+    builder.add("t", 1.0, name="t__a")
+    builder.add("t", 0.0, name="t__b", started=T0 + timedelta(hours=1))
+    job = Path(os.fsdecode(os.fsencode(str(tmp_path / "jobs")) + b"/job\xff_2026-03-02__09-00-00"))
+    os.rename(builder.write(), job)
+
+    code, out, err = run(capsys, "--batch", "dedupe", "--apply", "--format", "json", str(job))
+    assert code == 0, err
+    (plan,) = json.loads(out)["plans"]
+    assert plan["applied"] is True and plan["id"] == job.name and not (job / "t__b").exists()
+    entries = Journal().entries()  # the journal took the path as it is, and reads it back exactly
+    assert [e.target for e in entries] == [str(job)] * len(entries) and entries
+
+    code, out, err = run(capsys, "--batch", "undo", "--format", "table", str(job))
+    assert code == 0, err
+    assert (job / "t__b").is_dir() and out.startswith("undid dedupe")
