@@ -24,7 +24,13 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     second Ctrl+C during that wait is where a second traceback came from.
     """
     runner = asyncio.Runner()
-    result = runner.run(coro)
+    try:
+        result = runner.run(coro)
+    except KeyboardInterrupt:
+        raise  # the loop stays open: see above
+    except BaseException:
+        runner.close()
+        raise
     runner.close()
     return result
 
