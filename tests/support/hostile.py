@@ -29,6 +29,7 @@ TRIAL_NAMES = [
     "task-cmd__$(touch PWNED)`id`",
     BYTES_NAME,
     "task-bidi__\u202eexe.txt",
+    "task-markup__[red]x[bold]",  # Rich/Textual markup: never read as markup
 ]
 # raw control characters a terminal would act on: C0 but newline, DEL, C1; and lone surrogates
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -45,6 +46,7 @@ def hostile_job(root: Path) -> Path:
     # the task's second, later attempt: the surplus dedupe moves
     job.add("task-esc\x1b[2J", 1.0, name="task-bytes__placeholder", started=T0 + timedelta(hours=1))
     job.add("task-c1\x9b6n", 1.0, name=TRIAL_NAMES[6])
+    job.add("task-markup[/bold][/]", 1.0, name=TRIAL_NAMES[7])  # closing tags that match nothing
     d = job.write()
     # the factory writes UTF-8; the non-UTF-8 name is given to the dir afterwards, as a rename would
     os.rename(d / "task-bytes__placeholder", d / BYTES_NAME)

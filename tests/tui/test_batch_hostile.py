@@ -104,6 +104,7 @@ def test_tables_show_names_escaped_one_row_each(job: Path, capsys: pytest.Captur
     assert "task-nl__line1⏎line2" in out  # a newline in a name does not split its row
     assert "task-esc__\\x1b[2Jclear" in out and "task-cmd__$(touch PWNED)`id`" in out
     assert "task-bidi__\\u202eexe.txt" in out
+    assert "task-markup__[red]x[bold]" in out and "task-markup[/bold][/]" in out  # as written, not markup
     assert "Boom\\x1b[2J\\x9d0;t\\x07Error" in out
 
 

@@ -108,7 +108,7 @@ async def test_experiments_trials_log_and_diagnose_show_names_escaped(jobs: Path
             seen_rows += 1
             await pilot.press("down")
             await settle(pilot, 2)
-        assert seen_rows == 7
+        assert seen_rows == 8
         text = screen_text(app)
         assert "task-nl__line1⏎line2" in text or "task-bidi__\\u202eexe" in text
 
