@@ -30,6 +30,7 @@ from services.core.config import Config, data_dir
 from services.core.models import AuditReport, Experiment, Snapshot, experiment_key
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
+from services.core.text import term_safe
 from services.monitor.activity import probe_snapshot
 from services.monitor.state import MonitorState
 from services.remediations.base import WritePath
@@ -95,10 +96,26 @@ def demo_sources(config: Config, root: Path | None = None) -> list[Source]:
     from services.core.registry import write_demo
 
     root = root or data_dir() / "demo"
-    if not root.exists() or not any(root.iterdir()):
+    if not demo_written(root):
         # dated now, so the running job in the demo looks live on the monitor
         write_demo(root, now=datetime.now(UTC))
     return opened(config, root, DEMO_LABEL)
+
+
+def demo_written(root: Path | None = None) -> bool:
+    root = root or data_dir() / "demo"
+    return root.is_dir() and any(root.iterdir())
+
+
+def read_only_without_data() -> str:
+    """What to do when --read-only has nothing to open: the demo would have to be written."""
+    where = data_dir() / "demo"
+    return (
+        "evaldesk: nothing to open: no SOURCE given, none in the config, and the demo data is not on disk yet; "
+        f"--read-only does not write it to {term_safe(where)}.\n"
+        "evaldesk: open a job dir or folder (evaldesk --read-only PATH), list sources in the config, "
+        "or write the demo once without --read-only (evaldesk demo) and then run evaldesk --read-only.\n"
+    )
 
 
 def _reason(err: object) -> str:
@@ -232,7 +249,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             self.error_count += 1
         if notify:
             severity = level if level in ("error", "warning", "information") else "information"
-            self.notify(message, title=where[:40], severity=severity,  # type: ignore[arg-type]
+            self.notify(term_safe(message), title=term_safe(where)[:40], severity=severity,  # type: ignore[arg-type]
                         timeout=8 if level == "error" else 4, markup=False)
         self.post_message(ChromeChanged())
 
@@ -918,13 +935,16 @@ def run_app(sources: list[str], config: Config, read_only: bool) -> int:
     opened, errors = open_all(sources, config)
     if sources and not opened:
         for err in errors:
-            print(f"evaldesk: {err}", file=sys.stderr)
+            print(f"evaldesk: {term_safe(err)}", file=sys.stderr)
         return 2
     if not opened and not errors:
+        if read_only and not demo_written():
+            sys.stderr.write(read_only_without_data())
+            return 2
         try:
             opened = demo_sources(config)
         except OSError as exc:
-            print(f"evaldesk: cannot write the demo data: {exc}", file=sys.stderr)
+            print(f"evaldesk: cannot write the demo data: {term_safe(exc)}", file=sys.stderr)
             return 2
     app = EvaldeskApp(opened, config, read_only, startup_errors=errors)
     app.run()

@@ -6,17 +6,16 @@ passes, 1 when something needs action, 2 for usage errors and unreachable source
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from services.audit.context import AuditContext
 from services.audit.verdict import audit_experiment
@@ -32,8 +31,10 @@ from services.core.models import (
 )
 from services.core.registry import open_sources
 from services.core.source import Source, SourceUnavailable
+from services.core.text import SafeLines, dumps, term_safe
 from services.remediations.errors import LockHeld, ReadOnly, StepFailed, TargetUnwritable, WriteRefused
 from services.remediations.records import Plan, Record
+from tui import interrupt
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
@@ -61,15 +62,25 @@ class Progress:
         self._last = now
         if self.mode == "json":
             payload = {"done": done, "total": total, "message": message}
-            self.err.write(f"__EVALDESK_PROGRESS__={json.dumps(payload)}\n")
+            self.err.write(f"__EVALDESK_PROGRESS__={dumps(payload)}\n")
         else:
             frac = f" {done}/{total}" if total else ""
-            self.err.write(f"evaldesk: {message}{frac}\n")
+            self.err.write(f"evaldesk: {term_safe(message)}{frac}\n")
         self.err.flush()
 
 
 def _dump(obj: Any) -> str:
-    return json.dumps(obj, default=str, ensure_ascii=False)
+    return dumps(obj)
+
+
+def say(err: IO[str], message: str) -> None:
+    """One line on stderr; names in it are shown escaped, never as terminal controls."""
+    err.write(f"evaldesk: {term_safe(message)}\n")
+
+
+def cell(value: object) -> Text:
+    """A table cell from data read off a job dir: escaped, and never read as Rich markup."""
+    return Text(term_safe(value))
 
 
 def report_json(r: AuditReport) -> dict[str, Any]:
@@ -114,7 +125,8 @@ def _pct(x: float | None) -> str:
 
 def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     out = out or sys.stdout
-    err = err or sys.stderr
+    # every line on stderr, from whichever module writes it, goes through term_safe
+    err = cast(IO[str], SafeLines(err or sys.stderr))
     # A trial dir name need not be UTF-8 (Linux allows any bytes); escape such names rather than crash.
     for stream in (out, err):
         reconfigure = getattr(stream, "reconfigure", None)
@@ -132,35 +144,35 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
         # the write path decides; batch only asks before it reads anything
         why = write_path_for(args, config).refusal(cmd)
         if why:
-            err.write(f"evaldesk: {why}\n")
+            say(err, why)
             return EXIT_USAGE
     if cmd == "monitor":
         from services.remediations import recovery
         from tui.batch_records import print_pending, write_path_for
 
-        print_pending(asyncio.run(recovery.from_index(write_path_for(args, config).index)), err)
+        print_pending(interrupt.run(recovery.from_index(write_path_for(args, config).index)), err)
         return _run_monitor(args, config, out)
     try:
-        return asyncio.run(_run(args, config, fmt, progress, console, out, err))
+        return interrupt.run(_run(args, config, fmt, progress, console, out, err))
     except SourceUnavailable as exc:
-        err.write(f"evaldesk: cannot read {exc.where}: {exc.message}\n")
+        say(err, f"cannot read {exc.where}: {exc.message}")
         return EXIT_USAGE
     except ValueError as exc:  # a malformed SOURCE URL
-        err.write(f"evaldesk: {exc}\n")
+        say(err, str(exc))
         return EXIT_USAGE
     except LockHeld as exc:
         from tui.batch_records import lock_held_line
 
-        err.write(lock_held_line(exc))
+        err.write(term_safe(lock_held_line(exc).rstrip("\n")) + "\n")
         return EXIT_USAGE
     except (ReadOnly, TargetUnwritable) as exc:
-        err.write(f"evaldesk: {exc}\n")
+        say(err, str(exc))
         return EXIT_USAGE
     except WriteRefused as exc:
-        err.write(f"evaldesk: {exc}\n")
+        say(err, str(exc))
         return EXIT_ACTION
     except StepFailed as exc:
-        err.write(f"evaldesk: {exc}\n")
+        say(err, str(exc))
         return EXIT_ACTION
     except OSError as exc:  # a job dir or record that cannot be read or written: say which
         from services.remediations.steps import describe_error
@@ -203,7 +215,7 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
     try:
         problems = [e for s in snaps for e in s.errors]
         for e in problems:
-            err.write(f"evaldesk: {e.where}: {e.message}\n")
+            say(err, f"{e.where}: {e.message}")
         exps = [(src, e) for src, s in zip(sources, snaps, strict=True) for e in s.experiments]
         if not exps:
             return EXIT_USAGE
@@ -257,7 +269,7 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
             t.add_column(col, overflow="fold")
         for (_, e), row in zip(exps, rows, strict=True):
             err_frac = row["error_fraction"]
-            t.add_row(e.id, e.benchmark or "-", e.model or "-", e.state.value,
+            t.add_row(cell(e.id), cell(e.benchmark or "-"), cell(e.model or "-"), e.state.value,
                       f"{e.counts.valid}/{e.counts.expected or '?'}",
                       "-" if e.score is None else f"{e.score:.3f}",
                       _pct(err_frac if isinstance(err_frac, float) else None),
@@ -278,16 +290,16 @@ async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]
             out.write(_dump(report_json(r)) + "\n")
     else:
         for r in reports:
-            t = Table(title=f"{r.id}  verdict: {r.verdict.upper()}", title_justify="left", expand=False)
+            t = Table(title=cell(f"{r.id}  verdict: {r.verdict.upper()}"), title_justify="left", expand=False)
             t.add_column("", no_wrap=True)
             t.add_column("check", no_wrap=True)
             t.add_column("evidence", overflow="fold")
             t.add_column("action", overflow="fold")
             for c in r.checks:
-                t.add_row(ICON[c.status], c.title, c.evidence, c.action or "")
+                t.add_row(ICON[c.status], cell(c.title), cell(c.evidence), cell(c.action or ""))
             console.print(t)
             for n in r.notes:
-                console.print(f"  note: {n}", highlight=False)
+                console.print(cell(f"  note: {n}"), highlight=False)
             console.print()
     return worst
 
@@ -324,9 +336,9 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
             tb.add_column(col, overflow="fold")
         for e, t in selected:
             dur = t.duration_s
-            tb.add_row(e.id[:28], t.task_name, t.trial_name, str(t.attempt),
+            tb.add_row(cell(term_safe(e.id)[:28]), cell(t.task_name), cell(t.trial_name), str(t.attempt),
                        "-" if t.reward is None else f"{t.reward:g}", t.status.value + (" (copy)" if t.copy_of else ""),
-                       t.exception_type or _no_exception_label(t), t.failure_class or "",
+                       cell(t.exception_type or _no_exception_label(t)), cell(t.failure_class or ""),
                        "-" if dur is None else f"{dur:.0f}s")
         console.print(tb)
     return EXIT_OK
@@ -378,10 +390,10 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
     else:
         for p, a in results:
             for line in p.preview:
-                console.print(line, highlight=False, markup=False)
+                console.print(cell(line), highlight=False)
             if a:
-                console.print(f"applied: record {p.id}; undo with: evaldesk --batch undo {p.id}",
-                              highlight=False, markup=False)
+                console.print(cell(f"applied: record {p.id}; undo with: evaldesk --batch undo {p.id}"),
+                              highlight=False)
             elif p.id in not_applied:
                 console.print("not applied: the reason is on stderr; nothing of it was changed", highlight=False)
             elif not p.nothing_to_do:

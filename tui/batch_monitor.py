@@ -15,13 +15,12 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import IO, Any
 
-import orjson
-
 from services.core.baselines import Baseline, BaselineError, load_baseline
 from services.core.config import Config
 from services.core.models import Snapshot, State, experiment_key
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
+from services.core.text import dumps, term_safe
 from services.core.times import utc_now
 from services.monitor.activity import probe_snapshot
 from services.monitor.poller import Poller
@@ -48,8 +47,13 @@ def parse_until(until: str | int | None) -> int | None:
 
 
 def _emit(out: IO[str], obj: dict[str, object]) -> None:
-    out.write(orjson.dumps(obj).decode() + "\n")
+    # names may hold terminal controls or bytes that are not UTF-8: escaped, values kept
+    out.write(dumps(obj, separators=(",", ":")) + "\n")
     out.flush()
+
+
+def _say(err: IO[str], message: str) -> None:
+    err.write(f"evaldesk: {term_safe(message)}\n")
 
 
 async def run_monitor(
@@ -67,7 +71,7 @@ async def run_monitor(
     try:
         max_polls = parse_until(until)
     except UntilError as exc:
-        err.write(f"evaldesk: {exc}\n")
+        _say(err, str(exc))
         return 2
     if interval < 0:
         err.write("evaldesk: --interval must be ≥ 0 seconds\n")
@@ -93,7 +97,7 @@ async def run_monitor(
             snap = await poller.poll_once()
             if snap is None:
                 if polls == 1:
-                    err.write(f"evaldesk: cannot read {src.label}: {poller.last_error}\n")
+                    _say(err, f"cannot read {src.label}: {poller.last_error}")
                     return 2
                 # a failing source sits out the rounds its backoff delay covers
                 next_round[i] = polls + (max(1, round(poller.next_delay / interval)) if interval > 0 else 1)
@@ -146,16 +150,16 @@ def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
         try:
             baselines.append(load_baseline(args.baseline))
         except BaselineError as exc:
-            err.write(f"evaldesk: --baseline {exc}\n")
+            _say(err, f"--baseline {exc}")
             return 2
     interval = args.interval if args.interval is not None else config.poll_interval_s
     try:
         sources = [src for s in args.sources for src in open_sources(s, config)]
     except SourceUnavailable as exc:
-        err.write(f"evaldesk: cannot read {exc.where}: {exc.message}\n")
+        _say(err, f"cannot read {exc.where}: {exc.message}")
         return 2
     except ValueError as exc:
-        err.write(f"evaldesk: {exc}\n")
+        _say(err, str(exc))
         return 2
 
     async def main() -> int:
@@ -166,7 +170,7 @@ def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
                 with contextlib.suppress(Exception):
                     await src.close()
 
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130
+    from tui import interrupt
+
+    # Ctrl+C: KeyboardInterrupt goes up to the entry point, which says so once and exits 130
+    return interrupt.run(main())

@@ -16,6 +16,7 @@ from services.core.config import Config
 from services.core.journal import Journal
 from services.core.models import Experiment
 from services.core.source import Source
+from services.core.text import dumps, term_safe
 from services.remediations import recovery
 from services.remediations.base import WritePath
 from services.remediations.errors import LockHeld
@@ -36,7 +37,7 @@ def write_path_for(args: argparse.Namespace, config: Config) -> WritePath:
 def print_pending(pending: list[recovery.Pending], err: IO[str], skip: set[str] | None = None) -> None:
     for p in pending:
         if p.id not in (skip or set()):
-            err.write(p.line() + "\n")
+            err.write(term_safe(p.line()) + "\n")
     err.flush()
 
 
@@ -90,9 +91,9 @@ async def run_records_command(args: argparse.Namespace, config: Config, fmt: str
         result = await _one(args, config, write_path, command, spec, err)
         results.append(result)
         if fmt == "table":
-            out.write(str(result["message"]) + "\n")
+            out.write(term_safe(str(result["message"])) + "\n")
             for note in result.get("notes") or []:
-                out.write(f"  note: {note}\n")
+                out.write(f"  note: {term_safe(str(note))}\n")
     if fmt in ("json", "jsonl"):
         for result in results:
             out.write(_dump(result) + "\n")
@@ -100,9 +101,7 @@ async def run_records_command(args: argparse.Namespace, config: Config, fmt: str
 
 
 def _dump(obj: Any) -> str:
-    import json
-
-    return json.dumps(obj, default=str, ensure_ascii=False)
+    return dumps(obj)
 
 
 async def _one(args: argparse.Namespace, config: Config, write_path: WritePath, command: str, spec: str,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
+from services.core.text import term_safe
 from tui.context import console
 
 
@@ -33,8 +34,9 @@ class ConsoleHeader(Widget):
     def render(self) -> Text:
         app = console(self)
         width = self.size.width or 80
-        text = Text.assemble((" evaldesk ", "bold reverse"), (f" {self.title} ", "bold"))
-        labels = [s.label for s in app.sources] or ["no sources"]
+        text = Text.assemble((" evaldesk ", "bold reverse"), (f" {term_safe(self.title)} ", "bold"))
+        # a source's label is its path or URL: shown escaped, like every name from outside
+        labels = [term_safe(s.label) for s in app.sources] or ["no sources"]
         text.append("│ ", style="dim")
         src = ", ".join(labels)
         if len(src) > 24:
@@ -43,6 +45,7 @@ class ConsoleHeader(Widget):
         scans = app.scan_state
         if scans:
             label, (done, total) = next(iter(scans.items()))
+            label = term_safe(label)
             pct = f" {100 * done // total}%" if total else ""
             text.append(" │ ", style="dim")
             text.append(f"scanning {label[:12]} {done:,}/{total:,}" if total else f"scanning {label[:12]}…")
@@ -58,7 +61,7 @@ class ConsoleHeader(Widget):
             text.append(" │ ", style="dim")
             wait = app.next_poll_in.get(label)
             retry = f", retry in {wait:.0f}s" if wait and wait >= 10 else f", retry in {wait:.1f}s" if wait else ""
-            text.append(f"{label[:14]} down ×{count}: {reason}{retry}", style="bold red")
+            text.append(f"{term_safe(label)[:14]} down ×{count}: {term_safe(reason)}{retry}", style="bold red")
         if app.read_only:
             text.append(" │ ", style="dim")
             text.append(" READ-ONLY ", style="bold black on yellow")

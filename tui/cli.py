@@ -6,7 +6,7 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from services.core.config import ConfigError, load_config
+from services.core.text import term_safe
 
 BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal", "resume")
 
@@ -77,6 +77,18 @@ def _demo(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        from tui.interrupt import exit_interrupted
+
+        exit_interrupted()
+
+
+def _main(argv: list[str] | None = None) -> int:
+    # imported here, not at the top, so a Ctrl+C while they load is caught like any other
+    from services.core.config import ConfigError, load_config
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
@@ -89,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        sys.stderr.write(f"evaldesk: {exc}\n")
+        sys.stderr.write(f"evaldesk: {term_safe(exc)}\n")
         return 2
     if args.ssh_config:
         config.ssh_config = args.ssh_config

@@ -8,8 +8,10 @@ from functools import partial
 from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.markup import escape
 
 from services.core.models import experiment_key
+from services.core.text import term_safe
 from tui.actions import GLOBAL, actions_for
 from tui.context import console
 from tui.messages import OpenView
@@ -31,7 +33,10 @@ class EvaldeskCommands(Provider):
         if scope == "experiments":
             for exp in state.experiments():
                 message = OpenView("audit", [experiment_key(exp)])
-                yield f"audit {exp.id}", partial(app.post_message, message), f"open the audit of {exp.source_label}"
+                # the palette reads prompts as markup: names are escaped for the terminal and for it
+                name = escape(term_safe(exp.id))
+                label = escape(term_safe(exp.source_label))
+                yield f"audit {name}", partial(app.post_message, message), f"open the audit of {label}"
 
     async def discover(self) -> Hits:
         for name, run, help_text in self._commands():

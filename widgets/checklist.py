@@ -12,6 +12,8 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from services.core.text import term_safe
+
 # Emoji icons are two cells wide and missing from some terminal fonts; EVALDESK_ASCII=1
 # (or a dumb terminal) switches to ASCII marks that render everywhere.
 EMOJI_ICONS = {"pass": "✅", "warn": "⚠️ ", "fail": "❌", "skip": "➖"}
@@ -21,10 +23,12 @@ STATUS_STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": 
 
 
 def icon_set() -> dict[str, str]:
+    """EVALDESK_ICONS=emoji|ascii|plain, EVALDESK_ASCII=1: display switches, not config keys."""
     mode = os.environ.get("EVALDESK_ICONS", "").lower()
     if mode == "emoji":
         return EMOJI_ICONS
-    if mode == "ascii" or os.environ.get("TERM") == "dumb":
+    ascii_only = os.environ.get("EVALDESK_ASCII", "").strip().lower() in ("1", "true", "yes", "on")
+    if mode == "ascii" or (ascii_only and mode != "plain") or os.environ.get("TERM") == "dumb":
         return ASCII_ICONS
     # single-width marks keep columns aligned in every terminal, including 80x24 ones
     return PLAIN_ICONS
@@ -42,12 +46,12 @@ class ChecklistItem:
 
 def render_item(item: ChecklistItem, icons: dict[str, str]) -> Group:
     style = STATUS_STYLES.get(item.status, "")
-    head = Text.assemble((f"{icons.get(item.status, '?')} ", style), (item.title, "bold"))
+    head = Text.assemble((f"{icons.get(item.status, '?')} ", style), (term_safe(item.title), "bold"))
     if item.runnable:
-        head.append(f"  [x: {item.runnable}]", style="reverse")
-    parts = [head, Text(f"   {item.evidence}", style="")]
+        head.append(f"  [x: {term_safe(item.runnable)}]", style="reverse")
+    parts = [head, Text(f"   {term_safe(item.evidence)}", style="")]
     if item.action:
-        parts.append(Text(f"   → {item.action}", style="italic " + style))
+        parts.append(Text(f"   → {term_safe(item.action)}", style="italic " + style))
     return Group(*parts)
 
 

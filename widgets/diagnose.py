@@ -16,6 +16,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from services.core.text import term_safe
+
 
 @dataclass
 class DiagnoseInfo:
@@ -40,51 +42,57 @@ def _section(title: str) -> Text:
     return Text(f"\n{title}", style="bold underline")
 
 
+def _safe(text: str | None) -> str:
+    # messages, tracebacks and verifier output are the trial's own words: lines kept, colours
+    # dropped, any other control shown as an escape
+    return term_safe((text or "").replace("\r\n", "\n"), keep_newlines=True, drop_sequences=True)
+
+
 def render_info(info: DiagnoseInfo) -> RenderableType:
     parts: list[RenderableType] = []
     head = Text()
-    head.append(info.title, style="bold")
+    head.append(term_safe(info.title), style="bold")
     head.append(f"  {info.status}", style="red" if info.status == "errored" else (
         "green" if info.status == "valid" else "yellow"))
     head.append(f"  reward {info.reward}")
     parts.append(head)
     if info.exception_type:
         exc = Text()
-        exc.append(info.exception_type, style="bold red")
+        exc.append(term_safe(info.exception_type), style="bold red")
         if info.exception_message:
-            exc.append(f": {info.exception_message}")
+            exc.append(f": {_safe(info.exception_message)}")
         parts.append(exc)
     if info.failure_class:
         cls = Text()
         cls.append("class ", style="dim")
-        cls.append(info.failure_class, style="bold")
+        cls.append(term_safe(info.failure_class), style="bold")
         if info.meaning:
-            cls.append(f" — {info.meaning}", style="dim")
+            cls.append(f" — {term_safe(info.meaning)}", style="dim")
         parts.append(cls)
     if info.score_note:
-        parts.append(Text.assemble(("score ", "dim"), (info.score_note, "italic")))
+        parts.append(Text.assemble(("score ", "dim"), (term_safe(info.score_note), "italic")))
     if info.same_label:
         same = Text()
         if info.same_count:
             same.append(f"{info.same_count:,} other trial{'s' if info.same_count != 1 else ''} ",
                         style="bold")
-            same.append(f"{info.same_label} — press ")
+            same.append(f"{term_safe(info.same_label)} — press ")
             same.append(info.same_key, style="bold reverse")
             same.append(" to list them")
         else:
-            same.append(f"no other trial {info.same_label}", style="dim")
+            same.append(f"no other trial {term_safe(info.same_label)}", style="dim")
         parts.append(same)
     if info.traceback:
         parts.append(_section("traceback"))
-        lines = info.traceback.rstrip("\n").splitlines()
+        lines = _safe(info.traceback.rstrip("\n")).split("\n")
         if len(lines) > 40:
             lines = ["…", *lines[-40:]]
         parts.append(Text("\n".join(lines), style="dim", no_wrap=False))
     if info.verifier_excerpt is not None:
-        parts.append(_section(info.verifier_label))
-        parts.append(Text(info.verifier_excerpt.rstrip("\n") or "(empty)", style="dim"))
+        parts.append(_section(term_safe(info.verifier_label)))
+        parts.append(Text(_safe(info.verifier_excerpt.rstrip("\n")) or "(empty)", style="dim"))
     for problem in info.problems:
-        parts.append(Text(problem, style="yellow"))
+        parts.append(Text(term_safe(problem), style="yellow"))
     return Group(*parts)
 
 

@@ -29,6 +29,8 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Input, Static
 
+from services.core.text import strip_sequences, term_safe
+
 CHUNK = 256 * 1024
 # Longer lines are cut for display: a minified JSON blob must not make every frame slow.
 MAX_LINE_CHARS = 8_000
@@ -37,8 +39,6 @@ MAX_PARTIAL = 1024 * 1024
 # One poll reads at most this much; a burst bigger than that is read over the next polls.
 MAX_APPEND_READ = 4 * 1024 * 1024
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def regex_problem(text: str) -> str | None:
@@ -99,23 +99,28 @@ class ErrorReader:
 
 
 def clean_line(raw: str) -> str:
-    """What a terminal can show of one log line: no escape sequences, no control characters."""
+    """What a terminal can show of one log line: colours dropped, every other control character,
+    an unfinished escape sequence included, shown as a visible escape (never sent raw)."""
     if "\r" in raw:
         # progress bars rewrite the line with \r; what a terminal shows is the last rewrite
         parts = [p for p in raw.split("\r") if p]
         raw = parts[-1] if parts else ""
-    if "\x1b" in raw:
-        raw = _ANSI.sub("", raw)
+    raw = strip_sequences(raw)
     if "\t" in raw:
         raw = raw.expandtabs(4)
-    raw = _CONTROL.sub("\ufffd", raw)
+    raw = term_safe(raw)
     if len(raw) > MAX_LINE_CHARS:
         raw = f"{raw[:MAX_LINE_CHARS]} … ({len(raw) - MAX_LINE_CHARS:,} more characters)"
     return raw
 
 
+def _decode(data: bytes) -> str:
+    # bytes that are not UTF-8 are kept (and shown as \xNN by term_safe), not replaced
+    return data.decode("utf-8", errors="surrogateescape")
+
+
 def split_lines(data: bytes) -> list[str]:
-    return [clean_line(x) for x in data.decode("utf-8", errors="replace").split("\n")]
+    return [clean_line(x) for x in _decode(data).split("\n")]
 
 
 def human_bytes(n: int) -> str:
@@ -281,6 +286,7 @@ class LogTail(Vertical):
         self._wrap_index: list[tuple[int, int]] = []
         self._paging = False
         self._polling = False
+        self._loading = False  # the first read of a file is under way: polls wait for it
         self._poll_timer: Timer | None = None
         self._search = ""
         self._search_re: re.Pattern[str] | None = None
@@ -314,6 +320,7 @@ class LogTail(Vertical):
         self._search_up_pending = False
         self._paging = False
         self._polling = False
+        self._loading = True
         self._new_since_unfollow = 0
         self._notice = "reading …"
         self.follow = True
@@ -324,6 +331,7 @@ class LogTail(Vertical):
 
     def clear(self, notice: str = "no file selected") -> None:
         self._generation += 1
+        self._loading = False
         self.reader = None
         self.title = ""
         self._lines = []
@@ -416,6 +424,7 @@ class LogTail(Vertical):
         if r.generation != self._generation:
             return
         message.stop()
+        self._loading = False
         if r.error is not None:
             self._notice = f"cannot read {self.title}: {r.error}"
         elif r.size is None:
@@ -445,11 +454,13 @@ class LogTail(Vertical):
         self._first_offset = start
         self._end_offset = start + len(complete)
         self._lines = split_lines(complete[:-1]) if complete else []
-        self._partial = clean_line(partial.decode("utf-8", errors="replace")) if partial else ""
+        self._partial = clean_line(_decode(partial)) if partial else ""
         self._max_width = max((len(x) for x in self._lines), default=0)
 
     def _poll(self) -> None:
-        if self.reader is None or self._polling or self._binary:
+        # before the first read lands, the end offset is not known: a poll from 0 would read the
+        # file a second time
+        if self.reader is None or self._polling or self._binary or self._loading:
             return
         self._polling = True
         self._poll_worker(self._generation, self.reader, self._end_offset)
@@ -460,6 +471,10 @@ class LogTail(Vertical):
         if message.generation != self._generation:
             return
         self._polling = False
+        if message.offset != self._end_offset:
+            # a late reply (over SFTP replies may come in any order) for bytes already shown,
+            # or not contiguous with them: appending it would show them twice or leave a hole
+            return
         if message.error is not None:
             if not (self._lines or self._partial):
                 self._notice = f"cannot read {self.title}: {message.error}"
@@ -483,7 +498,7 @@ class LogTail(Vertical):
             return
         last_nl = data.rfind(b"\n")
         if last_nl < 0 and len(data) < MAX_PARTIAL:
-            new_partial = clean_line(data.decode("utf-8", errors="replace"))
+            new_partial = clean_line(_decode(data))
             if new_partial != self._partial:
                 self._partial = new_partial
                 self._relayout(keep_bottom=self.follow)
@@ -492,7 +507,7 @@ class LogTail(Vertical):
             last_nl = len(data) - 1
         added = split_lines(data[:last_nl])
         self._lines.extend(added)
-        self._partial = clean_line(data[last_nl + 1:].decode("utf-8", errors="replace"))
+        self._partial = clean_line(_decode(data[last_nl + 1:]))
         self._end_offset = message.offset + last_nl + 1
         self._max_width = max(self._max_width, max((len(x) for x in added), default=0))
         self._notice = ""
@@ -514,6 +529,8 @@ class LogTail(Vertical):
         if message.generation != self._generation:
             return
         self._paging = False
+        if message.end != self._first_offset:
+            return  # a page for a start that has moved since: its lines are not the ones above
         if message.error is not None:
             self._notice = f"cannot read earlier part: {message.error}"
             self._update_status()
@@ -628,7 +645,7 @@ class LogTail(Vertical):
                     self.notify("search hit the bottom, continued from the top", timeout=2)
                     self._goto_match(i, m.start(), m.end())
                     return
-            self.notify(f"no match for {self._search!r} in what is loaded", severity="warning", markup=False)
+            self.notify(term_safe(f"no match for {self._search!r} in what is loaded"), severity="warning", markup=False)
         else:
             for i in range(min(from_line, len(lines) - 1), -1, -1):
                 limit = from_col if i == from_line else None
@@ -651,7 +668,7 @@ class LogTail(Vertical):
                     self.notify("search hit the top, continued from the bottom", timeout=2)
                     self._goto_match(i, found[-1].start(), found[-1].end())
                     return
-            self.notify(f"no match for {self._search!r} in the file", severity="warning", markup=False)
+            self.notify(term_safe(f"no match for {self._search!r} in the file"), severity="warning", markup=False)
         self.view.refresh()
         self._update_status()
 
@@ -774,7 +791,8 @@ class LogTail(Vertical):
             parts.append(f"/{self._search}")
         if extra:
             parts.append(extra)
-        text = " · ".join(parts)
+        # the title is a file name from the job dir, the search what was typed: both shown escaped
+        text = term_safe(" · ".join(parts))
         self.query_one("#logtail-status", Static).update(Text(text, no_wrap=True, overflow="ellipsis"))
         if self.on_status is not None:
             self.on_status(text)
@@ -787,7 +805,7 @@ class LogTail(Vertical):
         if (self._notice and not self._lines and not self._partial) or self._binary:
             if y == 0:
                 notice = view.get_component_rich_style("logview--notice")
-                return Strip([Segment(self._notice, base + notice)]).adjust_cell_length(width, base)
+                return Strip([Segment(term_safe(self._notice), base + notice)]).adjust_cell_length(width, base)
             return Strip.blank(width, base)
         if vis >= lines_total:
             return Strip.blank(width, base)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from services.core.text import term_safe
+
 STATE_STYLES: dict[str, str] = {
     "pending": "black on yellow",
     "dispatched": "black on bright_yellow",
@@ -37,9 +39,9 @@ SHORT: dict[str, str] = {
 def state_badge(state: str, raw: str | None = None, compact: bool = False) -> Text:
     """` running ` on blue; the source's own word follows when it differs from ours."""
     word = SHORT.get(state, state) if compact else state
-    text = Text(f" {word} ", style=STATE_STYLES.get(state, "reverse"))
+    text = Text(f" {term_safe(word)} ", style=STATE_STYLES.get(state, "reverse"))
     if raw and raw.lower() != state and not compact:
-        text.append(f" {raw}", style="dim")
+        text.append(f" {term_safe(raw)}", style="dim")
     return text
 
 

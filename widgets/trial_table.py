@@ -29,6 +29,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from services.core.models import Trial, TrialStatus
+from services.core.text import term_safe
 from services.core.times import as_utc
 
 Cell = str | tuple[str, str]  # text, or (text, component class that styles it)
@@ -203,6 +204,8 @@ class VirtualTable(ScrollView, can_focus=True):
         for n, column in enumerate(self.columns):
             cell = cells[n] if n < len(cells) else ""
             text, style_name = (cell, None) if isinstance(cell, str) else cell
+            # cells carry names from job dirs: whatever the caller passed, no control reaches the screen
+            text = term_safe(text)
             width = column.width
             if cell_len(text) > width:
                 text = set_cell_size(text, width - 1) + "…" if width > 1 else text[:width]
@@ -221,7 +224,7 @@ class VirtualTable(ScrollView, can_focus=True):
         scroll_x = int(self.scroll_x)
         if y == 0:
             header = base + self._style("vtable--header")
-            cells = [c.label for c in self.columns]
+            cells: list[Cell] = [c.label for c in self.columns]
             strip = Strip(self._line(cells, header))
             return strip.crop(scroll_x, scroll_x + width).adjust_cell_length(width, header)
         index = int(self.scroll_y) + y - 1

@@ -214,14 +214,52 @@ def _coerce_env(value: str) -> Any:
     return value
 
 
+# Keys the environment may set: every field of the file's top level (config_path is where the
+# file was found, not a setting).
+ENV_KEYS = frozenset(name for name in Config.model_fields if name != "config_path")
+
+
+def _misspelt_key(parts: list[str]) -> str | None:
+    """The EVALDESK_* variable meant by one whose first part names no key, or None when it is
+    not near one. `read_only` typed `readonly` must not leave writes on without a word; a display
+    switch (EVALDESK_ICONS), or a secret someone chose to call EVALDESK_SOMETHING, is nowhere near.
+    """
+    import difflib
+
+    head, rest = parts[0], parts[1:]
+    if not rest:
+        for key, field in Config.model_fields.items():
+            factory = field.default_factory
+            nested = isinstance(factory, type) and (factory is dict or issubclass(factory, BaseModel))
+            # EVALDESK_POLICY_ERROR_FRACTION_MAX: a nested key with one underscore instead of two
+            if nested and key in ENV_KEYS and head.startswith(f"{key}_"):
+                return f"EVALDESK_{key.upper()}__{head[len(key) + 1:].upper()}"
+    close = difflib.get_close_matches(head, sorted(ENV_KEYS), n=1, cutoff=0.8)
+    if not close:
+        return None
+    return "EVALDESK_" + "__".join(p.upper() for p in [close[0], *rest])
+
+
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
-    """EVALDESK_READ_ONLY=1, EVALDESK_POLICY__ERROR_FRACTION_MAX=0.05 (`__` nests)."""
+    """EVALDESK_READ_ONLY=1, EVALDESK_POLICY__ERROR_FRACTION_MAX=0.05 (`__` nests).
+
+    The rule: a variable whose first part names a config key overrides that key, and is checked
+    as strictly as the file (a wrong nested key or type is an error naming the variable). Any
+    other EVALDESK_* variable is not configuration — display switches such as EVALDESK_ICONS or
+    EVALDESK_ASCII, read where they apply — and is left alone, unless it is a near miss of a key,
+    which is an error saying which variable was meant.
+    """
     out: dict[str, Any] = {}
     for key, value in environ.items():
         # EVALDESK_CRASH_AT / EVALDESK_STOP_AT name write-path checkpoints, not config keys
         if not key.startswith("EVALDESK_") or key in ("EVALDESK_CONFIG", "EVALDESK_CRASH_AT", "EVALDESK_STOP_AT"):
             continue
         parts = key[len("EVALDESK_") :].lower().split("__")
+        if parts[0] not in ENV_KEYS:
+            meant = _misspelt_key(parts)
+            if meant is not None:
+                raise ConfigError(f"environment variable {key}: not a config key; did you mean {meant}?")
+            continue
         node = out
         for p in parts[:-1]:
             node = node.setdefault(p, {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from services.core.config import state_dir
 from services.core.models import JournalEntry
+from services.core.text import dumps
 
 
 def current_user() -> str:
@@ -31,7 +33,9 @@ class Journal:
             before=before, after=after, detail=detail,
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = entry.model_dump_json() + "\n"
+        # a path need not be UTF-8 (a job dir named with other bytes): `dumps` writes it as a
+        # \udcXX escape where pydantic's own JSON writer refuses it, and the write would be lost
+        line = dumps(entry.model_dump(mode="json"), separators=(",", ":")) + "\n"
         # O_APPEND keeps concurrent writers from interleaving within a line
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -48,7 +52,8 @@ class Journal:
         for line in self.path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 try:
-                    out.append(JournalEntry.model_validate_json(line))
+                    # Python's json reads \udcXX escapes back as the bytes they were; pydantic's does not
+                    out.append(JournalEntry.model_validate(json.loads(line)))
                 except ValueError:
                     continue  # a torn last line after a crash; the rest stays readable
         return out

@@ -678,39 +678,23 @@ class WritePath:
                 after[str(i)] = result
         self.journal.append(
             f"{record.action}:{event}",
-            _printable(record.target),
-            before=_printable(before or None),
-            after=_printable(after or None),
+            record.target,
+            before=before or None,
+            after=after or None,
             record=record.id,
             status=record.status,
             steps=len(record.plan.steps),
             done=record.n_done,
             host=record.host,
-            experiment=_printable(record.experiment),
-            error=_printable(record.error),
-            notes=_printable(record.notes or None),
-            meta=_printable(rest or None),
+            experiment=record.experiment,
+            error=record.error,
+            notes=record.notes or None,
+            meta=rest or None,
         )
 
 
 class _VerifyFailed(Exception):
     pass
-
-
-def _printable(value: Any) -> Any:
-    """Names that are not UTF-8 (surrogate escapes) as their bytes' `\\xNN` escapes: the
-    journal is UTF-8 JSON for people and tools; the record keeps the exact name."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        return value
-    if isinstance(value, dict):
-        return {_printable(k): _printable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_printable(v) for v in value]
-    return value
 
 
 async def _remove_record_files(store: RecordStore) -> None:

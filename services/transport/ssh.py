@@ -7,9 +7,10 @@ Host resolution follows OpenSSH: the host may be a `~/.ssh/config` alias (or one
 named by `ssh_config`, like `ssh -F`), whose HostName, User, Port, IdentityFile, ProxyJump and
 UserKnownHostsFile apply. Jump hosts are dialled by the same code, so their host keys are
 checked the same way. Host-key checking is never switched off unless the host's own
-`insecure_no_host_key_check` says so; a config that names no known_hosts file at all is an error,
-not a silent pass. Agent forwarding is always off. Nothing here logs secrets: messages name
-the host and the cause, never keys or passphrases.
+`insecure_no_host_key_check` says so, and that switch covers that host only: its ProxyJump hops
+keep their checks (a hop is where a man in the middle would sit). A config that names no
+known_hosts file at all is an error, not a silent pass. Agent forwarding is always off. Nothing
+here logs secrets: messages name the host and the cause, never keys or passphrases.
 """
 
 from __future__ import annotations
@@ -262,7 +263,8 @@ class SSHPool:
                     user=hop_spec.user,
                     port=hop_spec.port,
                     known_hosts=spec.known_hosts,
-                    insecure_no_host_key_check=spec.insecure_no_host_key_check,
+                    # the target's insecure switch is not the hop's: the hop is checked
+                    insecure_no_host_key_check=False,
                     ssh_config=spec.ssh_config,
                 )
                 try:
@@ -300,10 +302,15 @@ class SSHPool:
             host = str(resolved.get("Hostname") or spec.host)
             port = int(spec.port or resolved.get("Port") or 22)
         assert host is not None and port is not None
+        trusted: Any = known_hosts
+        if known_hosts is not None:
+            # a known_hosts file that does not exist trusts no key: the host is unknown (and said
+            # so below), not unreachable with "No such file or directory"
+            trusted = [f for f in known_hosts if os.path.isfile(f)] or b""
         kwargs: dict[str, Any] = {
             "port": port,
             "config": resolved["paths"],
-            "known_hosts": known_hosts,
+            "known_hosts": trusted,
             "keepalive_interval": self.keepalive_s,
             "keepalive_count_max": 3,
             "agent_forwarding": False,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ import asyncssh
 import pytest
 
 from services.transport.ssh import HostSpec
+from tests.support.services import service_missing
 
 SSHD = "/usr/sbin/sshd"
 
@@ -197,5 +197,19 @@ class OpenSSHServer:
         self.proc = None
 
 
-def sshd_available() -> bool:
-    return (os.path.exists(SSHD) and shutil.which("ssh-keygen") is not None) or os.path.exists(SSHD)
+def require_sshd() -> None:
+    """Skip (or, under CI, fail) a test that needs OpenSSH's sshd when it is not installed."""
+    if not os.path.exists(SSHD):
+        service_missing(f"{SSHD} missing (apt-get install openssh-server, or scripts/ci_services.sh)")
+
+
+def start_openssh(tmp: Path, client_pub: str, name: str = "sshd") -> OpenSSHServer:
+    """A running sshd, or a skip (a failure under CI) saying why there is none."""
+    require_sshd()
+    server = OpenSSHServer(tmp, client_pub, name)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.stop()
+        service_missing(f"cannot start sshd: {exc}")
+    return server

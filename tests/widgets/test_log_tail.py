@@ -230,3 +230,72 @@ async def test_reader_failure_is_shown_not_raised(tmp_path: Path) -> None:
         tail.open(ErrorReader("path escapes the job dir"), "../../etc/passwd")
         await wait_for(pilot, lambda: app.opened_at is not None)
         assert "cannot read ../../etc/passwd: path escapes the job dir" in tail.visible_lines()[0]
+
+
+class LateReader:
+    """An FSReader whose replies come late, each read its own delay, as over SFTP: the file
+    grows while the first read is in flight, and the second read answers after the first."""
+
+    def __init__(self, path: Path, delays: list[float]) -> None:
+        self.inner = FSReader(LocalFS(), str(path))
+        self.path = path
+        self.delays = delays
+        self.reads: list[tuple[int, int]] = []
+
+    async def size(self) -> int | None:
+        return await self.inner.size()
+
+    async def read(self, offset: int, length: int) -> bytes:
+        import asyncio
+
+        n = len(self.reads)
+        self.reads.append((offset, length))
+        data = await self.inner.read(offset, length)
+        if n == 0:
+            write_lines(self.path, 21, 26)  # appended after the first read took its bytes
+        if n < len(self.delays):
+            await asyncio.sleep(self.delays[n])
+        return data
+
+
+async def test_a_late_first_reply_does_not_show_the_file_twice(tmp_path: Path) -> None:
+    log = tmp_path / "trial.log"
+    write_lines(log, 1, 21, "w")
+    app = TailApp()
+    async with app.run_test(size=(80, 40)) as pilot:
+        tail = app.query_one(LogTail)
+        reader = LateReader(log, delays=[0.3, 0.6])
+        tail.open(reader, "trial.log")
+        await wait_for(pilot, lambda: app.opened_at is not None)
+        await wait_for(pilot, lambda: len(tail.lines) >= 25)
+        await pilot.pause(0.8)  # every late reply has landed, and several more polls
+        assert tail.lines == [f"line {i:05d} INFO step done" for i in range(1, 26)]
+        # every byte was read once: the polls started where the first read ended
+        starts = [o for o, _ in reader.reads]
+        assert starts[0] == 0 and len(set(starts)) == len(starts), reader.reads
+
+
+async def test_hostile_log_content_never_reaches_the_terminal_raw(tmp_path: Path) -> None:
+    from services.core.text import is_term_safe
+
+    log = tmp_path / "evil.log"
+    log.write_bytes(
+        b"\x1b]0;owned title\n"  # an OSC left open: it must not swallow the next line
+        b"after the title\n"
+        b"\xc2\x9b31m C1 CSI\x1b[2J clear \x1b[31mred\x1b[0m\n"
+        b"bell\x07 del\x7f bytes \xff\xfe\n"
+    )
+    app = TailApp(log)
+    async with app.run_test(size=(80, 12)) as pilot:
+        tail = app.query_one(LogTail)
+        await wait_for(pilot, lambda: app.opened_at is not None)
+        assert tail.lines == [
+            "\\x1b]0;owned title",
+            "after the title",
+            "\\x9b31m C1 CSI clear red",
+            "bell\\x07 del\\x7f bytes \\xff\\xfe",
+        ]
+        shown = tail.visible_lines()
+        assert all(is_term_safe(line) for line in shown), shown
+        svg = app.export_screenshot()
+        assert is_term_safe(svg)

@@ -11,6 +11,7 @@ from textual.widgets import Footer, OptionList, Static
 
 from services.core.census import census_words
 from services.core.models import AuditReport, Experiment
+from services.core.text import term_safe
 from services.remediations.registry import REMEDIATIONS
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
@@ -101,7 +102,7 @@ class AuditScreen(Screen[None]):
         report = self.evaldesk.audit(self.key)
         title = self.query_one("#audit-title", Static)
         if exp is None or report is None:
-            title.update(Text(f"{self.key.split('::', 1)[-1]}: not in the latest scan", style="bold red"))
+            title.update(Text(f"{term_safe(self.key.split('::', 1)[-1])}: not in the latest scan", style="bold red"))
             self.query_one(Checklist).set_items([])
             return
         title.update(self._title(exp, report))
@@ -116,12 +117,12 @@ class AuditScreen(Screen[None]):
             f" — {VERDICT_MEANING.get(report.verdict, '')}",
         )
         self.query_one("#verdict", Static).update(verdict)
-        notes = Text("\n").join(Text(f"• {n}") for n in report.notes) if report.notes else Text("")
+        notes = Text("\n").join(Text(f"• {term_safe(n)}") for n in report.notes) if report.notes else Text("")
         self.query_one("#notes", Static).update(notes)
 
     @staticmethod
     def _title(exp: Experiment, report: AuditReport) -> Text:
-        text = Text.assemble(state_badge(exp.state.value, compact=True), " ", (exp.id, "bold"), "\n")
+        text = Text.assemble(state_badge(exp.state.value, compact=True), " ", (term_safe(exp.id), "bold"), "\n")
         score = "—" if report.score is None else f"{report.score:.3f}"
         after = report.trials.get("valid_after_dedupe")
         ef = "—" if report.error_fraction is None else f"{100 * report.error_fraction:.1f}%"

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from services.core.text import term_safe
 from tui.actions import bindings_for
 from tui.context import console
 from tui.messages import Notice
@@ -77,11 +78,12 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as box:
             box.border_title = "Confirm — dry run"
-            yield Static(Text(self.title_text), id="confirm-title")
+            # the plan names trial dirs and files: each preview line is shown escaped, one row each
+            yield Static(Text(term_safe(self.title_text)), id="confirm-title")
             with VerticalScroll(id="preview"):
-                yield Static(Text("\n".join(self.lines)), id="preview-text")
+                yield Static(Text("\n".join(term_safe(line) for line in self.lines)), id="preview-text")
             if self.refusal:
-                yield Static(Text(self.refusal), id="refusal")
+                yield Static(Text(term_safe(self.refusal, keep_newlines=True)), id="refusal")
             else:
                 yield Static(Text("Nothing has changed yet. y applies, n or esc cancels.", style="dim"))
             with Horizontal(id="buttons"):

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from services.core.census import census_words
 from services.core.models import AuditReport, Experiment, State
+from services.core.text import term_safe
 from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
 from tui.chrome import ConsoleHeader, bar
@@ -44,11 +45,11 @@ def short_id(e: Experiment) -> str:
 def id_labels(exps: list[Experiment], width: int) -> list[str]:
     """The id column of the rows on screen: what tells them apart, at any width (the full id
     is in the detail line). Two runs of one model and benchmark keep their timestamps."""
-    shorts = [short_id(e) for e in exps]
+    shorts = [term_safe(short_id(e)) for e in exps]
     seen: dict[str, int] = {}
     for s in shorts:
         seen[s] = seen.get(s, 0) + 1
-    names = [e.id if seen[s] > 1 else s for e, s in zip(exps, shorts, strict=True)]
+    names = [term_safe(e.id) if seen[s] > 1 else s for e, s in zip(exps, shorts, strict=True)]
     return distinguishing(names, width)
 
 
@@ -142,15 +143,16 @@ class Row:
     def cell_text(self, col: str, compact: bool, width: int) -> Text:
         e = self.exp
         c = e.counts
+        # ids, names and labels come from job dirs: escaped before they are measured or cut
         if col == "source":
-            return Text(e.source_label)
+            return Text(term_safe(e.source_label))
         if col == "id":
-            return Text(shorten(e.id, width))
+            return Text(shorten(term_safe(e.id), width))
         if col == "benchmark":
-            b = e.benchmark or "—"
+            b = term_safe(e.benchmark or "—")
             return Text(b if len(b) <= width else b[: width - 1] + "…")
         if col == "model":
-            m = (e.model or "—").split("/")[-1] if e.model else "—"
+            m = term_safe((e.model or "—").split("/")[-1] if e.model else "—")
             return Text(m if len(m) <= width else m[: width - 1] + "…")
         if col == "state":
             return state_badge(e.state.value, e.state_raw, compact=True)
@@ -336,7 +338,7 @@ class ExperimentsScreen(Screen[None]):
         text.append(f" · sort {labels[self.sort_col]} {'▼' if self.sort_reverse else '▲'}", style="dim")
         if self.filter.pattern is not None:
             text.append(" · filter ", style="dim")
-            text.append(self.filter.text, style="bold")
+            text.append(term_safe(self.filter.text), style="bold")
             body = self.filter.text[1:] if self.filter.invert else self.filter.text
             if regex_problem(body):
                 text.append(" (not a regex: matched as text)", style="yellow")
@@ -352,7 +354,7 @@ class ExperimentsScreen(Screen[None]):
             detail.update("")
             return
         e, c = row.exp, row.exp.counts
-        line1 = Text.assemble((e.source_label, "bold"), " · ", e.id)
+        line1 = Text.assemble((term_safe(e.source_label), "bold"), " · ", term_safe(e.id))
         if e.stale_since is not None:
             age = format_age((self.evaldesk.now() - e.stale_since).total_seconds())
             line1.append(f"  STALE: last read {age} ago, the source is down", style="bold yellow")
@@ -361,12 +363,12 @@ class ExperimentsScreen(Screen[None]):
             # the header has room for a few words of it; the whole reason goes here
             count, reason = failing
             stale = line1.plain.split("  STALE", 1)[1] if "  STALE" in line1.plain else ""
-            line1 = Text.assemble((e.source_label, "bold"), " · ", (f"down ×{count}: {reason}", "bold red"))
+            line1 = Text.assemble((e.source_label, "bold"), " · ", (f"down ×{count}: {term_safe(reason)}", "bold red"))
             if stale:
                 line1.append(f" · STALE{stale}", style="bold yellow")
         after = row.report.trials.get("valid_after_dedupe") if row.report is not None else None
-        line2 = Text(f"{e.benchmark or '—'} · {e.model or '—'} · {census_words(c, valid_after_dedupe=after)}"
-                     f" · n_rep {c.n_rep or '?'}")
+        line2 = Text(f"{term_safe(e.benchmark or '—')} · {term_safe(e.model or '—')} · "
+                     f"{census_words(c, valid_after_dedupe=after)} · n_rep {c.n_rep or '?'}")
         if row.eta_s is not None:
             line2.append(f" · ETA {format_age(row.eta_s)}")
         monitor = getattr(self.evaldesk, "monitor", None)
@@ -374,7 +376,7 @@ class ExperimentsScreen(Screen[None]):
         if warnings:
             w = warnings[0]
             more = f" (+{len(warnings) - 1} more, m to monitor)" if len(warnings) > 1 else ""
-            line2 = Text(f"⚠ rule {w.rule}: {w.evidence}{more}", style="bold red")
+            line2 = Text(f"⚠ rule {w.rule}: {term_safe(w.evidence)}{more}", style="bold red")
         detail.update(Text("\n").join([line1, line2]))
 
     @on(DataTable.RowHighlighted)

@@ -10,6 +10,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from services.core.text import term_safe
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
@@ -59,8 +60,8 @@ class LogScreen(Screen[None]):
             table.add_row(
                 e.at.astimezone().strftime("%H:%M:%S"),
                 Text(e.level[:7], style=LEVEL_STYLES.get(e.level, "")),
-                Text(e.where[:16]),
-                Text(e.message),
+                Text(term_safe(e.where)[:16]),
+                Text(term_safe(e.message)),
                 key=str(i),
             )
         if not entries:
@@ -72,7 +73,10 @@ class LogScreen(Screen[None]):
         entries = list(reversed(self.evaldesk.event_log))
         if 0 <= index < len(entries):
             e = entries[index]
-            self.query_one("#log-detail", Static).update(Text(e.message + ("\n\n" + e.detail if e.detail else "")))
+            # the message is one line (a newline in a name in it is shown as ⏎); the detail, a
+            # traceback say, keeps its lines
+            detail = term_safe(e.message) + ("\n\n" + term_safe(e.detail, keep_newlines=True) if e.detail else "")
+            self.query_one("#log-detail", Static).update(Text(detail))
 
     @on(DataTable.RowHighlighted)
     def _on_highlight(self, event: DataTable.RowHighlighted) -> None:

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from services.core.models import Experiment, experiment_key
+from services.core.text import term_safe
 from services.core.times import fmt_duration, utc_now
 from services.monitor.figures import Reading, Sample, wilson_interval
 from services.monitor.history import history, joined
@@ -72,7 +73,7 @@ def warning_lines(warnings: list[MonitorWarning], width: int) -> Text:
         line = Text.assemble((f" ⚠ {w.rule} ", "bold white on red"), " ")
         if width >= 140:
             line.append(f"{RULE_TITLES[w.rule]}: ", style="bold red")
-        line.append(w.evidence, style="red")
+        line.append(term_safe(w.evidence), style="red")
         line.truncate(max(20, width - 2), overflow="ellipsis")
         out.append(line)
     return Text("\n").join(out)
@@ -101,7 +102,7 @@ def figures_text(r: Reading, compact: bool = False, window_s: float = 600.0) -> 
         vs = " vs " if compact else " vs actual "
         row("expected", f"{fmt_rate(al.expected)}{vs}{fmt_rate(al.actual)}", "yellow" if low else "green")
         if not compact:
-            row("", f"{al.baseline[:18]}, n={al.compared}", "dim")
+            row("", f"{term_safe(al.baseline)[:18]}, n={al.compared}", "dim")
     else:
         row("expected", "— (no baseline)", "dim")
     window = fmt_duration(window_s)
@@ -273,7 +274,7 @@ class MonitorScreen(Screen[None]):
         exp = self.evaldesk.experiment(key) if key else None
         if series is None or reading is None:
             name = key.split("::", 1)[-1] or "nothing selected"
-            title.update(Text(f"{name}: not in the latest scan", style="bold red"))
+            title.update(Text(f"{term_safe(name)}: not in the latest scan", style="bold red"))
             self.query_one("#mon-warnings", Static).update("")
             self.query_one("#mon-figures", Static).update("")
             self.query_one("#mon-running", DataTable).clear()
@@ -285,9 +286,10 @@ class MonitorScreen(Screen[None]):
         if self.paused:
             tail.append(" ")
             tail.append(" PAUSED ", style="bold black on yellow")  # p pauses polling (app-wide)
-        head = Text.assemble(state_badge(reading.state.value, compact=True), " ", (reading.id, "bold"))
+        head = Text.assemble(state_badge(reading.state.value, compact=True), " ", (term_safe(reading.id), "bold"))
         if exp is not None and width >= WIDE_BELOW:
-            head.append(f" · {exp.benchmark or '—'} · {(exp.model or '—').split('/')[-1]}", style="dim")
+            model = (exp.model or "—").split("/")[-1]
+            head.append(f" · {term_safe(exp.benchmark or '—')} · {term_safe(model)}", style="dim")
         head.truncate(max(10, width - 2 - len(tail.plain)), overflow="ellipsis")
         title.update(head + tail)
         self.query_one("#mon-warnings", Static).update(warning_lines(self.monitor.warnings_for(key), width))
@@ -317,7 +319,7 @@ class MonitorScreen(Screen[None]):
         table.clear(columns=True)
         for col, w in cols.items():
             table.add_column(col, key=col, width=w)
-        names = distinguishing([r.trial_name for r in reading.running], cols["trial"])
+        names = distinguishing([term_safe(r.trial_name) for r in reading.running], cols["trial"])
         for r, name in zip(reading.running, names, strict=True):
             style = "bold red" if r.path in stuck else ("yellow" if r.dispatched else "")
             cells = [
@@ -327,7 +329,8 @@ class MonitorScreen(Screen[None]):
             ]
             if "activity" in cols:
                 act = r.activity or ("(dispatched, no activity)" if r.dispatched else "")
-                cells.append(Text(act, style="dim", no_wrap=True, overflow="ellipsis"))
+                # the activity is a log's last line: its colours dropped, any other control escaped
+                cells.append(Text(term_safe(act, drop_sequences=True), style="dim", no_wrap=True, overflow="ellipsis"))
             table.add_row(*cells, key=r.path)
         table.border_title = f"running {len(reading.running)}"
 

@@ -31,6 +31,7 @@ from services.core.models import Experiment, Trial, TrialStatus
 from services.core.paths import UnsafePath, inside
 from services.core.policy import FAILURE_CLASS_MEANING
 from services.core.source import TrialFile
+from services.core.text import term_safe
 from services.transport.fs import JobFS
 from tui.actions import bindings_for
 from tui.context import ConsoleState, console
@@ -264,7 +265,7 @@ class TrialsScreen(Screen[None]):
             crumbs.append(f"status {self.status_filter.value}")
         if self.focus_filter is not None:
             kind, value = self.focus_filter
-            crumbs.append(f"task {value}" if kind == "task" else f"same failure as {value}")
+            crumbs.append(f"task {term_safe(value)}" if kind == "task" else f"same failure as {term_safe(value)}")
         return crumbs
 
     def _update_title(self) -> None:
@@ -273,10 +274,10 @@ class TrialsScreen(Screen[None]):
         crumbs = " › ".join(self.breadcrumb())
         line1 = Text(no_wrap=True, overflow="ellipsis")
         if exp is None:
-            line1.append(f"{self.key.split('::')[-1]}: not in the current snapshot", style="bold red")
+            line1.append(f"{term_safe(self.key.split('::')[-1])}: not in the current snapshot", style="bold red")
         else:
             # the crumbs always fit; the experiment id gives way
-            line1.append(shorten(exp.id, max(8, width - len(crumbs) - 3)), style="bold")
+            line1.append(shorten(term_safe(exp.id), max(8, width - len(crumbs) - 3)), style="bold")
             line1.append(" › ", style="dim")
             line1.append(crumbs, style="bold")
         line2 = Text(no_wrap=True, overflow="ellipsis")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,8 +118,48 @@ def test_bad_env_value_names_the_variable_not_the_file(tmp_path: Path) -> None:
     msg = str(exc.value)
     assert "EVALDESK_POLICY__ERROR_FRACTION_MAX" in msg and "policy.error_fraction_max" in msg
     assert str(p) not in msg
-    with pytest.raises(ConfigError, match=r"EVALDESK_NOPE.*unknown key 'nope'"):
-        load_config(p, environ={"EVALDESK_NOPE": "1"})
+    with pytest.raises(ConfigError, match=r"EVALDESK_POLICY__NOPE.*unknown key 'policy.nope'"):
+        load_config(p, environ={"EVALDESK_POLICY__NOPE": "1"})
+
+
+def test_env_vars_that_are_not_config_keys_never_stop_the_loader(tmp_path: Path) -> None:
+    # display switches read by the widgets, a secret someone named EVALDESK_*: not configuration
+    env = {"EVALDESK_ICONS": "ascii", "EVALDESK_ASCII": "1", "EVALDESK_SUPABASE_KEY": "k", "EVALDESK_NOPE": "1"}
+    cfg = load_config(write(tmp_path, TOML), environ={**env, "EVALDESK_READ_ONLY": "yes"})
+    assert cfg.read_only is True and cfg.poll_interval_s == 30
+    assert "icons" not in cfg.model_dump() and "supabase_key" not in cfg.model_dump()
+
+
+@pytest.mark.parametrize(("var", "meant"), [
+    ("EVALDESK_READONLY", "EVALDESK_READ_ONLY"),
+    ("EVALDESK_POLL_INTERVAL", "EVALDESK_POLL_INTERVAL_S"),
+    ("EVALDESK_POLICY_ERROR_FRACTION_MAX", "EVALDESK_POLICY__ERROR_FRACTION_MAX"),
+    ("EVALDESK_POLCY__ERROR_FRACTION_MAX", "EVALDESK_POLICY__ERROR_FRACTION_MAX"),
+])
+def test_a_near_miss_of_a_key_is_an_error_naming_the_key_meant(var: str, meant: str) -> None:
+    # a misspelt read-only switch must not leave writes on without a word
+    with pytest.raises(ConfigError, match=rf"environment variable {var}: not a config key; did you mean {meant}\?"):
+        load_config(environ={var: "1"})
+
+
+def test_display_switches_reach_the_checklist_and_the_cli_starts(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.harbor_factory import healthy_job
+    from widgets.checklist import ASCII_ICONS, PLAIN_ICONS, icon_set
+
+    job = healthy_job(tmp_path).write()
+    env = {**os.environ, "EVALDESK_ICONS": "ascii", "EVALDESK_ASCII": "1"}
+    p = subprocess.run([sys.executable, "-m", "tui.cli", "--batch", "list", "--format", "json", str(job)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "unknown key" not in p.stderr
+
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert icon_set() == PLAIN_ICONS
+    monkeypatch.setenv("EVALDESK_ASCII", "1")
+    assert icon_set() == ASCII_ICONS
+    monkeypatch.setenv("EVALDESK_ICONS", "plain")
+    assert icon_set() == PLAIN_ICONS
 
 
 def test_invalid_toml_and_missing_explicit_file(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from services.harbor.demo import write_demo
 from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
 from services.transport.ssh import HostSpec, SSHPool, parse_ssh_url
-from tests.support.ssh_server import SSHD, InProcessSSHServer, OpenSSHServer, write_known_hosts
+from tests.support.ssh_server import InProcessSSHServer, OpenSSHServer, start_openssh, write_known_hosts
 from tests.support.ssh_server import ssh_server as ssh_server
 
 _SKIP_FIELDS = {"source", "source_label"}
@@ -200,9 +200,6 @@ async def test_sftp_fs_moves_and_writes(ssh_server: InProcessSSHServer, tmp_path
 
 # --- OpenSSH: ~/.ssh/config alias, ProxyJump, known_hosts -------------------------------------
 
-needs_sshd = pytest.mark.skipif(not os.path.exists(SSHD), reason=f"{SSHD} missing (apt-get install openssh-server)")
-
-
 @pytest.fixture
 def client_key(tmp_path: Path) -> tuple[Path, str]:
     key = asyncssh.generate_private_key("ssh-ed25519")
@@ -214,21 +211,17 @@ def client_key(tmp_path: Path) -> tuple[Path, str]:
 
 @pytest.fixture
 def sshd_pair(tmp_path: Path, client_key: tuple[Path, str]):  # type: ignore[no-untyped-def]
-    jump = OpenSSHServer(tmp_path, client_key[1], "jump")
-    target = OpenSSHServer(tmp_path, client_key[1], "target")
+    jump = start_openssh(tmp_path, client_key[1], "jump")
     try:
-        jump.start()
-        target.start()
-    except RuntimeError as exc:
+        target = start_openssh(tmp_path, client_key[1], "target")
+    except BaseException:
         jump.stop()
-        target.stop()
-        pytest.skip(f"cannot start sshd: {exc}")
+        raise
     yield jump, target
     jump.stop()
     target.stop()
 
 
-@needs_sshd
 async def test_openssh_config_alias_proxyjump_and_known_hosts(
     sshd_pair: tuple[OpenSSHServer, OpenSSHServer], client_key: tuple[Path, str], tmp_path: Path,
     demo: Path, monkeypatch: pytest.MonkeyPatch,
@@ -271,7 +264,6 @@ async def test_openssh_config_alias_proxyjump_and_known_hosts(
         await pool.close()
 
 
-@needs_sshd
 async def test_openssh_ssh_config_flag_and_sftp(
     sshd_pair: tuple[OpenSSHServer, OpenSSHServer], client_key: tuple[Path, str], tmp_path: Path, demo: Path
 ) -> None:

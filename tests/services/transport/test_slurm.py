@@ -25,6 +25,7 @@ from services.transport.slurm import (
     valid_job_id,
 )
 from services.transport.ssh import SSHPool
+from tests.support.services import service_missing
 from tests.support.ssh_server import InProcessSSHServer
 from tests.support.ssh_server import ssh_server as ssh_server
 
@@ -97,14 +98,14 @@ def slurm_conf() -> Iterator[str]:
         yield existing
         return
     if os.geteuid() != 0:
-        pytest.skip("starting SLURM needs root (munge, mariadb, slurmd)")
+        service_missing("starting SLURM needs root (munge, mariadb, slurmd)")
     try:
         proc = subprocess.run(["sh", str(SCRIPT)], capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
-        pytest.skip("SLURM did not start within 30 s")
+        service_missing("SLURM did not start within 30 s")
     if proc.returncode != 0:
         reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        pytest.skip(f"SLURM cannot start here: {reason}")
+        service_missing(f"SLURM cannot start here: {reason}")
     conf = proc.stdout.strip().splitlines()[-1]
     os.environ["SLURM_CONF"] = conf  # the in-process SSH server's commands inherit it
     try:
