@@ -119,6 +119,8 @@ class Experiment(BaseModel):
     problems: list[str] = Field(default_factory=list, description="what could not be read, and where")
     trials: list[Trial] = Field(default_factory=list, exclude=True, repr=False)
     stale_since: datetime | None = Field(None, description="set when this is the last good copy")
+    verified_at: datetime | None = Field(
+        None, description="every finished trial was checked against its files at or after this time")
     # the one-pass figures assemble took over `trials` (services.core.census.Census); not serialised
     _census: Any = PrivateAttr(default=None)
 
@@ -136,6 +138,7 @@ class SourceError(BaseModel):
     source: str
     where: str
     message: str
+    unreadable: bool = Field(False, description="a path that exists but cannot be read (batch exit 2)")
 
 
 class Snapshot(BaseModel):

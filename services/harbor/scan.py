@@ -1,17 +1,24 @@
 """Reading Harbor job dirs on local disk: discovery of job and trial dirs, and the scanner.
 
-A scan stats every trial's result.json/config.json and re-reads only files whose
-(mtime, size) changed since the last scan, so refreshing a large live job is cheap.
+The first scan of a job in a process stats every trial's result.json (config.json while it
+runs) and parses only what the persistent parse cache (services/harbor/cache.py) does not hold
+under the same key. Later scans of the same job cost what changed, not the size of the job:
+the job dir is listed once (new and removed trial dirs), running trials are stat'ed on every
+scan, and finished ones are re-verified on a rotation so that each is checked against its
+files at least once per `verify_window_s` (a forced scan checks them all).
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import os
 import stat
 import time
+from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import orjson
 
@@ -19,11 +26,33 @@ from services.core.models import Experiment, Trial
 from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, no_progress
 from services.harbor.assemble import TrialIndex, assemble_experiment
+from services.harbor.cache import ParseCache
 from services.harbor.files import parse_trial
+from services.harbor.records import compact, decode, encode, fast_trial
 
 QUARANTINE_DIR = ".evaldesk-quarantine"
 MAX_RESULT_BYTES = 64 * 1024 * 1024
-_FileKey = tuple[int, int] | None  # (mtime_ns, size)
+DEFAULT_VERIFY_WINDOW_S = 60.0
+
+# A file's key is one int: mtime_ns, ctime_ns, size and inode packed (ctime cannot be set back
+# by hand, so a file rewritten in place with its old mtime and size still shows as changed).
+# Sentinels: None absent, -1 not a regular file, -2 a dangling symlink or unstat-able.
+_FileKey = int | None
+_M64 = (1 << 64) - 1
+UNREADABLE_DIR = -3  # the trial dir itself cannot be searched
+
+
+def _pack(st: os.stat_result) -> int:
+    return (st.st_mtime_ns << 192) | ((st.st_ctime_ns & _M64) << 128) | ((st.st_size & _M64) << 64) | (
+        st.st_ino & _M64)
+
+
+def key_size(key: int) -> int:
+    return (key >> 64) & _M64
+
+
+def key_mtime(key: int) -> float:
+    return (key >> 192) / 1e9
 
 
 def _key(path: str) -> _FileKey:
@@ -31,16 +60,16 @@ def _key(path: str) -> _FileKey:
         st = os.stat(path)
     except OSError:
         # a dangling symlink named result.json is an unreadable result, not a running trial
-        return (-2, -2) if os.path.lexists(path) else None
+        return -2 if os.path.lexists(path) else None
     if not stat.S_ISREG(st.st_mode):
-        return (-1, -1)  # a dir or fifo named result.json: read it to get the error
-    return (st.st_mtime_ns, st.st_size)
+        return -1  # a dir or fifo named result.json: read it to get the error
+    return _pack(st)
 
 
 def _read(path: str, key: _FileKey = None) -> tuple[bytes | None, str | None]:
     name = os.path.basename(path)
     try:
-        if key is None or key[0] < 0:
+        if key is None or key < 0:
             st = os.stat(path)
             if not stat.S_ISREG(st.st_mode):
                 # never open a fifo or device: the read would block the scan
@@ -48,7 +77,7 @@ def _read(path: str, key: _FileKey = None) -> tuple[bytes | None, str | None]:
                 return None, f"{name} unreadable: {kind}"
             size = st.st_size
         else:
-            size = key[1]
+            size = key_size(key)
         if size > MAX_RESULT_BYTES:
             return None, f"{name} is larger than {MAX_RESULT_BYTES >> 20} MiB"
         with open(path, "rb") as fh:
@@ -109,44 +138,80 @@ def looks_like_job_dir(path: str) -> bool:
     return False
 
 
-def find_job_dirs(root: str) -> list[str]:
+def unreadable_reason(path: str) -> str | None:
+    """Why a dir cannot be listed, or None when it can."""
+    try:
+        with os.scandir(path) as it:
+            next(it, None)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def find_job_dirs_and_unreadable(root: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The job dirs under `root`, and the child dirs that could not be read (path, reason).
+    Raises SourceUnavailable when `root` itself is missing or cannot be listed."""
     if not os.path.isdir(root):
         raise SourceUnavailable(root, "no such directory" if not os.path.exists(root) else "not a directory")
+    why = unreadable_reason(root)
+    if why is not None:
+        raise SourceUnavailable(root, f"cannot read: {why}")
     if looks_like_job_dir(root):
-        return [root]
-    jobs = []
-    with os.scandir(root) as it:
-        for entry in sorted(it, key=lambda e: e.name):
-            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                continue
-            if looks_like_job_dir(entry.path):
-                jobs.append(entry.path)
-    return jobs
+        return [root], []
+    jobs: list[str] = []
+    unreadable: list[tuple[str, str]] = []
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as exc:
+        raise SourceUnavailable(root, f"cannot read: {exc.strerror or exc}") from None
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        if looks_like_job_dir(entry.path):
+            jobs.append(entry.path)
+            continue
+        why = unreadable_reason(entry.path)
+        if why is not None:
+            unreadable.append((entry.path, why))
+    return jobs, unreadable
 
 
-@dataclass
+def find_job_dirs(root: str) -> list[str]:
+    return find_job_dirs_and_unreadable(root)[0]
+
+
+@dataclass(slots=True)
 class TrialLoc:
     rel: str
     abs: str
     name: str
-    rkey: _FileKey = None  # result.json (mtime_ns, size), None when absent
+    rkey: _FileKey = None  # result.json's key, None when absent
+    error: str | None = None  # the trial dir cannot be read: why
 
 
-def _trial_key(path: str) -> tuple[bool, _FileKey]:
-    """(is a trial dir, result.json key) with one stat in the common case."""
-    rkey = _key(path + "/result.json")
-    if rkey is not None:
-        return True, rkey
-    return os.path.lexists(os.path.join(path, "config.json")) or os.path.lexists(
-        os.path.join(path, "result.json")
-    ), None
+def _trial_key(path: str) -> tuple[bool, _FileKey, str | None]:
+    """(is a trial dir, result.json key, why the dir cannot be read) with one stat in the common case."""
+    result = path + "/result.json"
+    try:
+        st = os.stat(result)
+    except PermissionError as exc:
+        # a dir we may not search: nothing inside can be told, but it is not silently dropped
+        return True, UNREADABLE_DIR, f"trial dir unreadable: {exc.strerror or exc}"
+    except OSError:
+        if os.path.lexists(result):
+            return True, -2, None
+        return os.path.lexists(path + "/config.json"), None, None
+    if not stat.S_ISREG(st.st_mode):
+        return True, -1, None
+    return True, _pack(st), None
+
+
+def unreadable_note(rel: str, error: str) -> str:
+    return f"{rel}: {error}; counted as errored"
 
 
 def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
-    """Trial dirs at depth 1, and staged copies one level deeper under a non-trial folder.
-
-    Every result.json is stat'ed on every scan: a result rewritten in place (by hand, or by a
-    tool regrading a run) must show on the next refresh, so nothing is trusted unchecked."""
+    """Trial dirs at depth 1, and staged copies one level deeper under a non-trial folder."""
     real_job = os.path.realpath(job_dir)
     try:
         top = sorted(os.scandir(job_dir), key=lambda e: e.name)
@@ -154,80 +219,102 @@ def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
         problems.append(f"cannot list {job_dir}: {exc.strerror or exc}")
         return
     for entry in top:
-        if entry.name == QUARANTINE_DIR:
-            continue
-        # hidden folders (.git, caches) are skipped, but a task may legitimately start with a dot
-        hidden = entry.name.startswith(".")
-        if hidden and not (entry.is_dir(follow_symlinks=False) and _is_trial_dir(entry.path)):
-            continue
-        if entry.is_symlink():
-            target = os.path.realpath(entry.path)
-            if not (target + os.sep).startswith(real_job + os.sep):
-                problems.append(f"{entry.name}: symlink to {target}, outside the job dir; not followed")
-            else:
-                problems.append(f"{entry.name}: symlink inside the job dir; not followed (counted once)")
-            continue
-        if not entry.is_dir(follow_symlinks=False):
-            continue
-        is_trial, rkey = _trial_key(entry.path)
-        if is_trial:
-            yield TrialLoc(entry.name, entry.path, entry.name, rkey)
-            continue
-        try:
-            inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
-        except OSError:
-            continue
-        for sub in inner:
-            if sub.is_symlink():
-                problems.append(f"{entry.name}/{sub.name}: symlink; not followed")
-                continue
-            if sub.is_dir(follow_symlinks=False):
-                rel = f"{entry.name}/{sub.name}"
-                is_trial, rkey = _trial_key(sub.path)
-                if is_trial:
-                    yield TrialLoc(rel, sub.path, sub.name, rkey)
+        yield from _classify(entry, real_job, problems)
 
 
-@dataclass
-class _Cached:
-    result_key: _FileKey
-    config_key: _FileKey
-    trial: Trial
+def _classify(entry: os.DirEntry[str], real_job: str, problems: list[str]) -> Iterator[TrialLoc]:
+    if entry.name == QUARANTINE_DIR:
+        return
+    # hidden folders (.git, caches) are skipped, but a task may legitimately start with a dot
+    hidden = entry.name.startswith(".")
+    if hidden and not (entry.is_dir(follow_symlinks=False) and _is_trial_dir(entry.path)):
+        return
+    if entry.is_symlink():
+        target = os.path.realpath(entry.path)
+        if not (target + os.sep).startswith(real_job + os.sep):
+            problems.append(f"{entry.name}: symlink to {target}, outside the job dir; not followed")
+        else:
+            problems.append(f"{entry.name}: symlink inside the job dir; not followed (counted once)")
+        return
+    if not entry.is_dir(follow_symlinks=False):
+        return
+    is_trial, rkey, error = _trial_key(entry.path)
+    if is_trial:
+        yield TrialLoc(entry.name, entry.path, entry.name, rkey, error)
+        return
+    try:
+        inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
+    except OSError:
+        return
+    for sub in inner:
+        if sub.is_symlink():
+            problems.append(f"{entry.name}/{sub.name}: symlink; not followed")
+            continue
+        if sub.is_dir(follow_symlinks=False):
+            rel = f"{entry.name}/{sub.name}"
+            is_trial, rkey, error = _trial_key(sub.path)
+            if is_trial:
+                yield TrialLoc(rel, sub.path, sub.name, rkey, error)
 
 
-@dataclass
-class JobScanState:
-    trials: dict[str, _Cached] = field(default_factory=dict)
-    files_read: int = 0
+def _running_key(ckey: _FileKey) -> int:
+    # a running trial is keyed by its config.json; kept apart from every result key
+    return -10 - (0 if ckey is None else ckey + 3)
 
 
-def _load_trial(loc: TrialLoc, ckey: _FileKey) -> _Cached:
+def _key_bytes(key: int) -> bytes:
+    return key.to_bytes(33, "big", signed=True)
+
+
+def _load_trial(loc: TrialLoc, ckey: _FileKey) -> Trial:
+    if loc.error is not None:
+        return compact(parse_trial(loc.rel, loc.name, None, None, None, loc.error))
     rkey = loc.rkey
     rbytes, rerr = _read(os.path.join(loc.abs, "result.json"), rkey) if rkey is not None else (None, None)
     cbytes = None
     # A finished trial names itself and its task in result.json; its config is read only when needed.
     if rbytes is None or b'"task_name"' not in rbytes:
         cbytes, _ = _read(os.path.join(loc.abs, "config.json"), ckey) if ckey is not None else (None, None)
-    mtime = max((k[0] for k in (rkey, ckey) if k is not None), default=0) / 1e9 or None
-    trial = parse_trial(loc.rel, loc.name, rbytes, cbytes, mtime, rerr)
-    return _Cached(rkey, ckey, trial)
+    mtime = max((key_mtime(k) for k in (rkey, ckey) if k is not None and k >= 0), default=0) or None
+    return fast_trial(loc.rel, loc.name, rbytes, cbytes, mtime, rerr)
 
 
 _JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env", "configs")
-
-PROCESS_POOL_MIN = 4000
 
 
 class HarborScanner:
     """Incremental scanner of one job dir. Not thread-safe; one per job dir."""
 
-    def __init__(self, job_dir: str, policy: Policy) -> None:
+    def __init__(self, job_dir: str, policy: Policy, cache: ParseCache | None = None,
+                 verify_window_s: float = DEFAULT_VERIFY_WINDOW_S) -> None:
         self.job_dir = job_dir
         self.policy = policy
-        self.state = JobScanState()
+        self.cache = cache
+        self.verify_window_s = verify_window_s
+        self.index = TrialIndex(policy)  # rel → Trial, with copies, attempts and the census
+        self.keys: dict[str, int] = {}  # rel → the key its Trial was read under
+        self.volatile: set[str] = set()  # re-stat'ed on every scan: running, unreadable, odd results
+        self._ring: list[str] = []  # finished trials in the order they are re-verified
+        self._ring_at = array("d")  # when each was last verified (wall clock)
+        self._cursor = 0
+        self._folders: set[str] = set()  # depth-1 dirs that are not trial dirs (listed every scan)
         self._last: Experiment | None = None
+        self._last_scan: float | None = None
         self._job_keys: tuple[_FileKey, ...] = ()
-        self.index = TrialIndex(policy)
+        self._full_next = True
+        self.files_read = 0
+
+    def verify_all(self) -> None:
+        """Check every trial against its files on the next scan (the `r` key)."""
+        self._full_next = True
+
+    @property
+    def verified_at(self) -> datetime | None:
+        """Every finished trial has been checked against its files since this time."""
+        if self._last_scan is None:
+            return None
+        oldest = min(self._ring_at) if self._ring_at else time.time()
+        return datetime.fromtimestamp(oldest, UTC)
 
     def scan(self, source_label: str = "", progress: ProgressFn = no_progress) -> tuple[Experiment, dict]:
         # A scan allocates one object per trial while 100k older ones are alive; letting the
@@ -237,52 +324,190 @@ class HarborScanner:
         try:
             return self._scan(source_label, progress)
         except BaseException:
-            # a scan cut short may leave the cache and the index out of step: start afresh
-            self.state, self._last, self._job_keys = JobScanState(), None, ()
-            self.index = TrialIndex(self.policy)
+            # a scan cut short may leave the state and the index out of step: start afresh
+            self._reset()
             raise
         finally:
             if was_enabled:
                 gc.enable()
 
+    def _reset(self) -> None:
+        self.index = TrialIndex(self.policy)
+        self.keys, self.volatile, self._folders = {}, set(), set()
+        self._ring, self._ring_at, self._cursor = [], array("d"), 0
+        self._last, self._last_scan, self._job_keys, self._full_next = None, None, (), True
+
+    def _due(self, now: float) -> set[str]:
+        """The finished trials this scan re-verifies: a slice of the ring sized so that a
+        whole turn takes `verify_window_s`."""
+        n = len(self._ring)
+        if not n or self._last_scan is None:
+            return set()
+        window = max(self.verify_window_s, 1e-9)
+        budget = n if self.verify_window_s <= 0 else math.ceil(n * min(1.0, (now - self._last_scan) / window))
+        due: set[str] = set()
+        at = time.time()
+        while budget > 0 and n:
+            if self._cursor >= n:
+                # a turn is over: drop what is gone, start again from the top
+                keep = [(rel, t) for rel, t in zip(self._ring, self._ring_at, strict=True)
+                        if rel in self.keys and rel not in self.volatile]
+                self._ring = [rel for rel, _ in keep]
+                self._ring_at = array("d", (t for _, t in keep))
+                self._cursor, n = 0, len(self._ring)
+                if not n:
+                    break
+            end = min(n, self._cursor + budget)
+            due.update(self._ring[self._cursor:end])
+            for i in range(self._cursor, end):
+                self._ring_at[i] = at
+            budget -= end - self._cursor
+            self._cursor = end
+            if len(due) >= n:
+                break
+        return due
+
+    def _locate(self, full: bool, due: set[str], problems: list[str]) -> tuple[list[TrialLoc | str], bool]:
+        """Every trial dir in discovery order: a TrialLoc for those to check now, the bare rel
+        for known finished ones not due. The bool says whether the job dir could be listed."""
+        real_job = os.path.realpath(self.job_dir)
+        try:
+            with os.scandir(self.job_dir) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(f"cannot list {self.job_dir}: {exc.strerror or exc}")
+            return [], False
+        keys, volatile = self.keys, self.volatile
+        out: list[TrialLoc | str] = []
+        folders: set[str] = set()
+        for entry in entries:
+            name = entry.name
+            if (not full and name in keys and name not in volatile and name not in due
+                    and name not in self._folders):
+                out.append(name)  # a finished trial, verified recently enough
+                continue
+            found = list(_classify(entry, real_job, problems))
+            if found and found[0].rel != name:
+                folders.add(name)
+            elif not found and entry.is_dir(follow_symlinks=False) and not entry.is_symlink():
+                folders.add(name)
+            out.extend(found)
+        self._folders = folders
+        return out, True
+
     def _scan(self, source_label: str, progress: ProgressFn) -> tuple[Experiment, dict]:
         t0 = time.perf_counter()
+        now = time.monotonic()
         problems: list[str] = []
-        locs = list(discover_trials(self.job_dir, problems))
-        old = self.state.trials
-        new: dict[str, _Cached] = {}
-        todo: list[tuple[TrialLoc, _FileKey]] = []
-        for loc in locs:
-            cached = old.get(loc.rel)
-            if cached is not None and loc.rkey is not None and cached.result_key == loc.rkey:
-                new[loc.rel] = cached  # a finished trial's config no longer matters
+        full = self._full_next or self._last is None
+        due = set() if full else self._due(now)
+        located, listed = self._locate(full, due, problems)
+        keys = self.keys
+        by_path = self.index.by_path
+        persisted: dict[str, tuple[bytes, bytes]] = {}
+        if self._last is None and self.cache is not None:
+            persisted = self.cache.load(self.job_dir)
+        new_keys: dict[str, int] = {}
+        changed: list[Trial] = []
+        replaced: list[Trial] = []
+        to_parse: list[tuple[TrialLoc, _FileKey, int]] = []
+        volatile: set[str] = set()
+        stats_hits = 0
+        for loc in located:
+            if type(loc) is str:
+                new_keys[loc] = keys[loc]
                 continue
-            ckey = _key(loc.abs + "/config.json")
-            if cached is not None and cached.result_key == loc.rkey and cached.config_key == ckey:
-                new[loc.rel] = cached
+            assert isinstance(loc, TrialLoc)
+            rel = loc.rel
+            ckey: _FileKey = None
+            if loc.rkey is None:
+                ckey = _key(loc.abs + "/config.json")
+                key = _running_key(ckey)
+                volatile.add(rel)
+            else:
+                key = loc.rkey
+                if key < 0:
+                    volatile.add(rel)
+            if loc.error is not None:
+                problems.append(unreadable_note(rel, loc.error))
+            new_keys[rel] = key
+            if keys.get(rel) == key and rel in by_path:
                 continue
-            todo.append((loc, ckey))
-        total = len(todo)
-        if todo:
+            hit = persisted.get(rel)
+            if hit is not None and key >= 0 and hit[0] == _key_bytes(key):
+                try:
+                    trial = decode(rel, hit[1])
+                except (ValueError, KeyError, TypeError, IndexError):
+                    trial = None
+                if trial is not None:
+                    stats_hits += 1
+                    old = by_path.get(rel)
+                    if old is not None:
+                        replaced.append(old)
+                    changed.append(trial)
+                    continue
+            to_parse.append((loc, ckey, key))
+        total = len(to_parse)
+        put: list[tuple[str, bytes, bytes]] = []
+        if to_parse:
             progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
             chunk = 2000
             for i in range(0, total, chunk):
-                for loc, ckey in todo[i : i + chunk]:
-                    new[loc.rel] = _load_trial(loc, ckey)
+                for loc, ckey, key in to_parse[i: i + chunk]:
+                    if loc.rkey is not None and loc.rkey >= 0 and ckey is None:
+                        ckey = _key(loc.abs + "/config.json")
+                    trial = _load_trial(loc, ckey)
+                    old = by_path.get(loc.rel)
+                    if old is not None:
+                        replaced.append(old)
+                    changed.append(trial)
+                    if self.cache is not None and key >= 0 and loc.error is None:
+                        try:
+                            put.append((loc.rel, _key_bytes(key), encode(trial)))
+                        except TypeError:
+                            pass  # a name that is not UTF-8: not cached, read again next time
                 progress(min(i + chunk, total), total, "reading trials")
-        self.state.trials = new
-        self.state.files_read += total
-        removed = old.keys() - new.keys()
+        self.files_read += total
+        removed = [rel for rel in keys if rel not in new_keys] if listed or not keys else []
+        if not listed and keys:
+            # the job dir cannot be listed right now: keep what was known, say why
+            for rel in keys:
+                new_keys.setdefault(rel, keys[rel])
+            removed = []
+        gone = [by_path[rel] for rel in removed if rel in by_path]
         if self._last is None:
-            self.index.rebuild(c.trial for c in new.values())
+            for t in changed:
+                by_path[t.path] = t
+            self.index.rebuild([by_path[rel] for rel in new_keys])
         else:
-            gone = [old[rel].trial for rel in removed]
-            gone += [old[loc.rel].trial for loc, _ in todo if loc.rel in old]
-            self.index.apply(gone, (new[loc.rel].trial for loc, _ in todo))
+            self.index.apply(gone + replaced, changed)
+        # the ring: finished trials first seen (or changed) now join it, verified now
+        at = time.time()
+        known_finished = set(self._ring) if full or changed else None
+        if full:
+            self._ring = [rel for rel in new_keys if rel not in volatile]
+            self._ring_at = array("d", [at]) * len(self._ring)
+            self._cursor = 0
+        elif changed and known_finished is not None:
+            for t in changed:
+                if t.path not in volatile and t.path not in known_finished:
+                    self._ring.append(t.path)
+                    self._ring_at.append(at)
+        self.keys = new_keys
+        self.volatile = volatile
+        self._full_next = False
+        self._last_scan = now
+        if self.cache is not None and (put or removed):
+            self.cache.store(self.job_dir, put, removed)
         job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
-        if not todo and not removed and job_keys == self._job_keys and self._last is not None:
+        stats = {"trial_dirs": len(new_keys), "files_read": total, "cache_hits": stats_hits,
+                 "verified": len(located) - sum(1 for x in located if type(x) is str),
+                 "seconds": 0.0}
+        if not changed and not removed and job_keys == self._job_keys and self._last is not None:
             # nothing on disk changed: the last Experiment is still exact
-            return self._last, {"trial_dirs": len(locs), "files_read": 0, "seconds": time.perf_counter() - t0}
+            self._last.__dict__["verified_at"] = self.verified_at
+            stats["seconds"] = time.perf_counter() - t0
+            return self._last, stats
         self._job_keys = job_keys
 
         def job_file(name: str) -> bytes | None:
@@ -295,12 +520,16 @@ class HarborScanner:
         if eval_cfg is None:
             cfg_dir = os.path.join(self.job_dir, "configs")
             if os.path.isdir(cfg_dir):
-                for name in sorted(os.listdir(cfg_dir)):
+                try:
+                    names = sorted(os.listdir(cfg_dir))
+                except OSError:
+                    names = []
+                for name in names:
                     if name.endswith("_eval_config.json"):
                         eval_cfg, _ = _read(os.path.join(cfg_dir, name))
                         break
         # the index keeps copy marks, attempt numbers and the census of these very objects
-        trials = [c.trial for c in new.values()]
+        trials = [by_path[rel] for rel in new_keys]
         exp = assemble_experiment(
             job_id=os.path.basename(os.path.normpath(self.job_dir)),
             path=self.job_dir,
@@ -315,8 +544,7 @@ class HarborScanner:
             problems=problems,
             index=self.index,
         )
+        exp.__dict__["verified_at"] = self.verified_at
         self._last = exp
-        stats = {"trial_dirs": len(locs), "files_read": total, "seconds": time.perf_counter() - t0}
+        stats["seconds"] = time.perf_counter() - t0
         return exp, stats
-
-
