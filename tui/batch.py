@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -33,9 +33,10 @@ from services.core.models import (
 )
 from services.core.registry import open_source, open_sources
 from services.core.source import Source, SourceUnavailable
-from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
-from services.remediations.records import Plan
+
+if TYPE_CHECKING:  # the write path loads only for the commands that write
+    from services.remediations.records import Plan
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
@@ -273,6 +274,7 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
 async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
                   console: Console, out: IO[str], progress: Progress) -> int:
     from services.remediations import dedupe, registry
+    from services.remediations.base import WritePath
 
     write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
     results: list[tuple[Plan, bool]] = []
@@ -309,6 +311,7 @@ async def _dedupe(args: Any, config: Config, exps: list[tuple[Source, Experiment
 async def _undo(args: Any, config: Config, fmt: str, out: IO[str]) -> int:
     """`undo JOB_DIR` (its last applied write) or `undo RECORD_ID` (any record this machine knows)."""
     from services.remediations import registry
+    from services.remediations.base import WritePath
     from services.remediations.records import records_in
 
     write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))

@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"evaldesk {_version()}")
     p.add_argument("--config", metavar="PATH", help="config file (default $XDG_CONFIG_HOME/evaldesk/config.toml)")
     p.add_argument("--read-only", action="store_true", help="disable every write")
+    p.add_argument("--no-cache", action="store_true",
+                   help="read every trial file again: do not use the parse cache in $XDG_CACHE_HOME/evaldesk")
     p.add_argument("--ssh-config", metavar="FILE", help="read this ssh config instead of ~/.ssh/config (like ssh -F)")
     p.add_argument("--batch", choices=BATCH_COMMANDS, metavar="COMMAND", dest="command",
                    help="run headless: " + ", ".join(BATCH_COMMANDS))
@@ -80,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         config.ssh_config = args.ssh_config
     if args.read_only:
         config.read_only = True
+    if args.no_cache:
+        config.scan_cache = False
     if args.command:
         if not args.sources:
             sources = [s.path for s in config.sources]

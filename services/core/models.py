@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -123,6 +123,20 @@ class Experiment(BaseModel):
         None, description="every finished trial was checked against its files at or after this time")
     # the one-pass figures assemble took over `trials` (services.core.census.Census); not serialised
     _census: Any = PrivateAttr(default=None)
+    # a source may hand over an Experiment whose trials are read on first use of `trials`
+    # (a batch audit of an unchanged job needs its census, not 100k Trial objects)
+    _trials_loader: Any = PrivateAttr(default=None)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "trials":
+                loader = (self.__pydantic_private__ or {}).get("_trials_loader")
+                if loader is not None:
+                    trials = loader()
+                    self.__dict__["trials"] = trials
+                    return trials
+            return super().__getattr__(name)
 
     @property
     def expected(self) -> int | None:

@@ -20,9 +20,16 @@ import hashlib
 import os
 import sqlite3
 import time
+from collections import Counter
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
-SCHEMA = 1
+import orjson
+
+from services.core.census import Census
+
+SCHEMA = 2
 MAX_ROWS = 2_000_000
 STALE_DAYS = 30
 BUSY_TIMEOUT_S = 2.0
@@ -84,6 +91,8 @@ class ParseCache:
             db.execute("CREATE TABLE IF NOT EXISTS trials (job BLOB, rel BLOB, key BLOB, rec BLOB, "
                        "PRIMARY KEY (job, rel)) WITHOUT ROWID")
             db.execute("CREATE TABLE IF NOT EXISTS jobs (job BLOB PRIMARY KEY, used REAL)")
+            # per job: a digest of every trial dir's (rel, key) and the census taken over them
+            db.execute("CREATE TABLE IF NOT EXISTS summary (job BLOB PRIMARY KEY, digest BLOB, census BLOB)")
             row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
             if row is None or row[0] != version():
                 db.execute("BEGIN IMMEDIATE")
@@ -92,6 +101,7 @@ class ParseCache:
                     if row is None or row[0] != version():
                         db.execute("DELETE FROM trials")
                         db.execute("DELETE FROM jobs")
+                        db.execute("DELETE FROM summary")
                         db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version(),))
                     db.execute("COMMIT")
                 except BaseException:
@@ -111,13 +121,15 @@ class ParseCache:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            return self._off(f"cannot create {self.directory}: {exc.strerror or exc}")
+            self._off(f"cannot create {self.directory}: {exc.strerror or exc}")
+            return None
         self._prune_stale_files()
         try:
             self._db = self._connect()
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and not self.path.exists():
-                return self._off(f"cannot open {self.path}: {exc}")
+                self._off(f"cannot open {self.path}: {exc}")
+                return None
             # corrupt, or not a database at all: it is only a cache, start a new one
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(OSError):
@@ -125,9 +137,11 @@ class ParseCache:
             try:
                 self._db = self._connect()
             except (sqlite3.Error, OSError) as again:
-                return self._off(f"cannot use {self.path}: {again}")
+                self._off(f"cannot use {self.path}: {again}")
+                return None
         except OSError as exc:
-            return self._off(f"cannot open {self.path}: {exc}")
+            self._off(f"cannot open {self.path}: {exc}")
+            return None
         return self._db
 
     def _off(self, why: str) -> None:
@@ -207,6 +221,7 @@ class ParseCache:
                     if n <= MAX_ROWS * 3 // 4:
                         break
                     n -= db.execute("DELETE FROM trials WHERE job = ?", (job,)).rowcount
+                    db.execute("DELETE FROM summary WHERE job = ?", (job,))
                     db.execute("DELETE FROM jobs WHERE job = ?", (job,))
                 db.execute("COMMIT")
             except BaseException:
@@ -215,6 +230,37 @@ class ParseCache:
                 raise
         except sqlite3.Error:
             return
+
+    def summary(self, job: str) -> tuple[bytes, bytes] | None:
+        """(digest, census) stored for `job`, or None."""
+        db = self._open()
+        if db is None:
+            return None
+        try:
+            row = db.execute("SELECT digest, census FROM summary WHERE job = ?", (_b(job),)).fetchone()
+        except sqlite3.Error as exc:
+            self._off(f"cannot read {self.path}: {exc}")
+            return None
+        return (bytes(row[0]), bytes(row[1])) if row else None
+
+    def store_summary(self, job: str, digest: bytes | None, census: bytes | None) -> None:
+        """Keep (or, with None, forget) the summary of `job`."""
+        if not self.writable:
+            return
+        db = self._open()
+        if db is None:
+            return
+        try:
+            if digest is None or census is None:
+                db.execute("DELETE FROM summary WHERE job = ?", (_b(job),))
+            else:
+                db.execute("INSERT OR REPLACE INTO summary VALUES (?, ?, ?)", (_b(job), digest, census))
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                self.problem = f"cannot write {self.path}: {exc}"
+                self.writable = False
+        except sqlite3.Error as exc:
+            self._off(f"cannot write {self.path}: {exc}")
 
     def forget_jobs_except(self, keep: set[str]) -> None:
         """Drop the records of job dirs that are no longer under the root."""
@@ -232,6 +278,7 @@ class ParseCache:
             try:
                 for j in gone:
                     db.execute("DELETE FROM trials WHERE job = ?", (_b(j),))
+                    db.execute("DELETE FROM summary WHERE job = ?", (_b(j),))
                     db.execute("DELETE FROM jobs WHERE job = ?", (_b(j),))
                 db.execute("COMMIT")
             except BaseException:
@@ -247,3 +294,29 @@ class ParseCache:
                 self._db.close()
         self._db = None
         self._opened = False
+
+
+def census_bytes(census: Census) -> bytes | None:
+    """The census as JSON, or None when it cannot be written (names that are not UTF-8)."""
+    data = {}
+    for f in fields(census):
+        v = getattr(census, f.name)
+        data[f.name] = sorted(v) if isinstance(v, frozenset) else dict(v) if isinstance(v, Counter) else v
+    try:
+        return orjson.dumps(data)
+    except TypeError:
+        return None
+
+
+def census_from(data: bytes) -> Census:
+    """Raises ValueError (or TypeError, KeyError) for bytes that do not hold a census."""
+    raw = orjson.loads(data)
+    kw: dict[str, Any] = {}
+    for f in fields(Census):
+        v = raw[f.name]
+        if f.name == "benign":
+            v = frozenset(v)
+        elif isinstance(v, dict):
+            v = Counter(v)
+        kw[f.name] = v
+    return Census(**kw)

@@ -11,6 +11,7 @@ files at least once per `verify_window_s` (a forced scan checks them all).
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import os
 import stat
@@ -19,20 +20,23 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 import orjson
 
+from services.core.census import Census
 from services.core.models import Experiment, Trial
 from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, no_progress
-from services.harbor.assemble import TrialIndex, assemble_experiment
-from services.harbor.cache import ParseCache
+from services.harbor.assemble import TrialIndex, assemble_experiment, collapse_copies, number_attempts
+from services.harbor.cache import ParseCache, census_bytes, census_from
 from services.harbor.files import parse_trial
 from services.harbor.records import compact, decode, encode, fast_trial
 
 QUARANTINE_DIR = ".evaldesk-quarantine"
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 DEFAULT_VERIFY_WINDOW_S = 60.0
+SUMMARY_EVERY_S = 60.0  # a live job's summary is rewritten at most this often
 
 # A file's key is one int: mtime_ns, ctime_ns, size and inode packed (ctime cannot be set back
 # by hand, so a file rewritten in place with its old mtime and size still shows as changed).
@@ -266,6 +270,28 @@ def _key_bytes(key: int) -> bytes:
     return key.to_bytes(33, "big", signed=True)
 
 
+def _persistable(key: int) -> bool:
+    # -1, -2 (odd result files) and an unreadable dir say nothing stable about the content
+    return key >= 0 or key <= -10
+
+
+def _digest(keys: dict[str, int]) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    enc = os.fsencode
+    for rel, key in keys.items():
+        h.update(enc(rel))
+        h.update(b"\0")
+        h.update(_key_bytes(key))
+    return h.digest()
+
+
+class _CensusOnly:
+    """What assemble_experiment reads of an index: its census."""
+
+    def __init__(self, census: Census) -> None:
+        self.census = census
+
+
 def _load_trial(loc: TrialLoc, ckey: _FileKey) -> Trial:
     if loc.error is not None:
         return compact(parse_trial(loc.rel, loc.name, None, None, None, loc.error))
@@ -302,6 +328,8 @@ class HarborScanner:
         self._last_scan: float | None = None
         self._job_keys: tuple[_FileKey, ...] = ()
         self._full_next = True
+        self._pending_lazy: Experiment | None = None
+        self._summary_at: float | None = None
         self.files_read = 0
 
     def verify_all(self) -> None:
@@ -336,6 +364,7 @@ class HarborScanner:
         self.keys, self.volatile, self._folders = {}, set(), set()
         self._ring, self._ring_at, self._cursor = [], array("d"), 0
         self._last, self._last_scan, self._job_keys, self._full_next = None, None, (), True
+        self._pending_lazy, self._summary_at = None, None
 
     def _due(self, now: float) -> set[str]:
         """The finished trials this scan re-verifies: a slice of the ring sized so that a
@@ -387,9 +416,8 @@ class HarborScanner:
                 out.append(name)  # a finished trial, verified recently enough
                 continue
             found = list(_classify(entry, real_job, problems))
-            if found and found[0].rel != name:
-                folders.add(name)
-            elif not found and entry.is_dir(follow_symlinks=False) and not entry.is_symlink():
+            # a non-trial folder (staged copies may appear in it) is listed on every scan
+            if (found[0].rel != name) if found else (entry.is_dir(follow_symlinks=False) and not entry.is_symlink()):
                 folders.add(name)
             out.extend(found)
         self._folders = folders
@@ -403,16 +431,13 @@ class HarborScanner:
         due = set() if full else self._due(now)
         located, listed = self._locate(full, due, problems)
         keys = self.keys
+        if self._pending_lazy is not None:
+            self.index.rebuild(self._pending_lazy.trials)
+            self._pending_lazy = None
         by_path = self.index.by_path
-        persisted: dict[str, tuple[bytes, bytes]] = {}
-        if self._last is None and self.cache is not None:
-            persisted = self.cache.load(self.job_dir)
         new_keys: dict[str, int] = {}
-        changed: list[Trial] = []
-        replaced: list[Trial] = []
-        to_parse: list[tuple[TrialLoc, _FileKey, int]] = []
+        checked: list[tuple[TrialLoc, _FileKey, int]] = []
         volatile: set[str] = set()
-        stats_hits = 0
         for loc in located:
             if type(loc) is str:
                 new_keys[loc] = keys[loc]
@@ -431,10 +456,29 @@ class HarborScanner:
             if loc.error is not None:
                 problems.append(unreadable_note(rel, loc.error))
             new_keys[rel] = key
+            checked.append((loc, ckey, key))
+        persisted: dict[str, tuple[bytes, bytes]] = {}
+        digest: bytes | None = None
+        if self._last is None and self.cache is not None and listed:
+            digest = _digest(new_keys)
+            lazy = self._lazy_experiment(digest, new_keys, volatile, problems, source_label, now, t0)
+            if lazy is not None:
+                return lazy
+            persisted = self.cache.load(self.job_dir)
+        if self._pending_lazy is not None:
+            # the last scan handed over trials read on first use: the index needs them now
+            self.index.rebuild(self._pending_lazy.trials)
+            self._pending_lazy = None
+        changed: list[Trial] = []
+        replaced: list[Trial] = []
+        to_parse: list[tuple[TrialLoc, _FileKey, int]] = []
+        stats_hits = 0
+        for loc, ckey, key in checked:
+            rel = loc.rel
             if keys.get(rel) == key and rel in by_path:
                 continue
             hit = persisted.get(rel)
-            if hit is not None and key >= 0 and hit[0] == _key_bytes(key):
+            if hit is not None and _persistable(key) and hit[0] == _key_bytes(key):
                 try:
                     trial = decode(rel, hit[1])
                 except (ValueError, KeyError, TypeError, IndexError):
@@ -449,6 +493,7 @@ class HarborScanner:
             to_parse.append((loc, ckey, key))
         total = len(to_parse)
         put: list[tuple[str, bytes, bytes]] = []
+        unsaved = 0
         if to_parse:
             progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
             chunk = 2000
@@ -461,11 +506,11 @@ class HarborScanner:
                     if old is not None:
                         replaced.append(old)
                     changed.append(trial)
-                    if self.cache is not None and key >= 0 and loc.error is None:
+                    if self.cache is not None and _persistable(key) and loc.error is None:
                         try:
                             put.append((loc.rel, _key_bytes(key), encode(trial)))
                         except TypeError:
-                            pass  # a name that is not UTF-8: not cached, read again next time
+                            unsaved += 1  # a name that is not UTF-8: not cached, read again next time
                 progress(min(i + chunk, total), total, "reading trials")
         self.files_read += total
         removed = [rel for rel in keys if rel not in new_keys] if listed or not keys else []
@@ -499,6 +544,12 @@ class HarborScanner:
         self._last_scan = now
         if self.cache is not None and (put or removed):
             self.cache.store(self.job_dir, put, removed)
+        if self.cache is not None and listed and (changed or removed) and (
+                self._summary_at is None or now - self._summary_at > SUMMARY_EVERY_S):
+            whole = unsaved == 0 and all(_persistable(k) for k in new_keys.values())
+            self._summary_at = now
+            self.cache.store_summary(self.job_dir, digest or _digest(new_keys) if whole else None,
+                                     census_bytes(self.index.census) if whole else None)
         job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
         stats = {"trial_dirs": len(new_keys), "files_read": total, "cache_hits": stats_hits,
                  "verified": len(located) - sum(1 for x in located if type(x) is str),
@@ -509,7 +560,14 @@ class HarborScanner:
             stats["seconds"] = time.perf_counter() - t0
             return self._last, stats
         self._job_keys = job_keys
+        # the index keeps copy marks, attempt numbers and the census of these very objects
+        exp = self._assemble([by_path[rel] for rel in new_keys], self.index, problems, source_label)
+        self._last = exp
+        stats["seconds"] = time.perf_counter() - t0
+        return exp, stats
 
+    def _assemble(self, trials: list[Trial], index: TrialIndex | _CensusOnly, problems: list[str],
+                  source_label: str) -> Experiment:
         def job_file(name: str) -> bytes | None:
             data, err = _read(os.path.join(self.job_dir, name))
             if err:
@@ -528,8 +586,6 @@ class HarborScanner:
                     if name.endswith("_eval_config.json"):
                         eval_cfg, _ = _read(os.path.join(cfg_dir, name))
                         break
-        # the index keeps copy marks, attempt numbers and the census of these very objects
-        trials = [by_path[rel] for rel in new_keys]
         exp = assemble_experiment(
             job_id=os.path.basename(os.path.normpath(self.job_dir)),
             path=self.job_dir,
@@ -542,9 +598,56 @@ class HarborScanner:
             eval_config_bytes=eval_cfg,
             env_bytes=job_file("meta.env"),
             problems=problems,
-            index=self.index,
+            index=cast(TrialIndex, index),
         )
         exp.__dict__["verified_at"] = self.verified_at
-        self._last = exp
-        stats["seconds"] = time.perf_counter() - t0
+        return exp
+
+    def _lazy_experiment(self, digest: bytes, new_keys: dict[str, int], volatile: set[str],
+                         problems: list[str], source_label: str, now: float, t0: float
+                         ) -> tuple[Experiment, dict] | None:
+        """When the cache's summary of this job has the same digest, the Experiment comes from
+        its census, and the trials are read from the cache only if something asks for them."""
+        assert self.cache is not None
+        stored = self.cache.summary(self.job_dir)
+        if stored is None or stored[0] != digest:
+            return None
+        try:
+            census = census_from(stored[1])
+        except (ValueError, TypeError, KeyError):
+            return None
+        order = dict(new_keys)
+        exp = self._assemble([], _CensusOnly(census), problems, source_label)
+        exp.__dict__.pop("trials", None)
+        exp._trials_loader = lambda: self._materialize(order)
+        self.keys, self.volatile = order, volatile
+        self._ring = [rel for rel in order if rel not in volatile]
+        self._ring_at = array("d", [time.time()]) * len(self._ring)
+        self._cursor, self._full_next, self._last_scan = 0, False, now
+        self._job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
+        self._pending_lazy = self._last = exp
+        exp.__dict__["verified_at"] = self.verified_at
+        stats = {"trial_dirs": len(order), "files_read": 0, "cache_hits": len(order), "verified": len(order),
+                 "seconds": time.perf_counter() - t0}
         return exp, stats
+
+    def _materialize(self, order: dict[str, int]) -> list[Trial]:
+        rows = self.cache.load(self.job_dir) if self.cache is not None else {}
+        trials: list[Trial] = []
+        for rel, key in order.items():
+            trial = None
+            hit = rows.get(rel)
+            if hit is not None and hit[0] == _key_bytes(key):
+                try:
+                    trial = decode(rel, hit[1])
+                except (ValueError, KeyError, TypeError, IndexError):
+                    trial = None
+            if trial is None:  # the cache lost it since: read the files
+                path = os.path.join(self.job_dir, rel)
+                _, rkey, error = _trial_key(path)
+                loc = TrialLoc(rel, path, os.path.basename(rel), rkey, error)
+                trial = _load_trial(loc, _key(path + "/config.json"))
+            trials.append(trial)
+        collapse_copies(trials)
+        number_attempts(trials)
+        return trials

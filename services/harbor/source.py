@@ -74,9 +74,8 @@ class HarborSource:
                 stats[k] += st.get(k, 0)
         for gone in set(self._scanners) - set(job_dirs):
             del self._scanners[gone]
-        if self.cache is not None:
-            if self.cache.problem:
-                stats["cache_problem"] = self.cache.problem  # type: ignore[assignment]
+        if self.cache is not None and self.cache.problem:
+            stats["cache_problem"] = self.cache.problem  # type: ignore[assignment]
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
 
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
