@@ -169,7 +169,9 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
         if not exps:
             return EXIT_USAGE
         handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe}[cmd]
-        return int(await handler(args, config, exps, fmt, console, out, progress))
+        code = int(await handler(args, config, exps, fmt, console, out, progress))
+        # a dir under SOURCE that exists but cannot be read is an unreadable source (DESIGN 7)
+        return EXIT_USAGE if any(e.unreadable for e in problems) else code
     finally:
         for src in sources:
             await src.close()

@@ -48,7 +48,14 @@ def parse_until(until: str | int | None) -> int | None:
 
 
 def _emit(out: IO[str], obj: dict[str, object]) -> None:
-    out.write(orjson.dumps(obj).decode() + "\n")
+    try:
+        line = orjson.dumps(obj).decode()
+    except TypeError:
+        # a name that is not UTF-8 (kept as surrogate escapes) is written as \udcXX, never a crash
+        import json
+
+        line = json.dumps(obj)
+    out.write(line + "\n")
     out.flush()
 
 
