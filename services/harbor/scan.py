@@ -226,7 +226,7 @@ def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
         yield from _classify(entry, real_job, problems)
 
 
-def _classify(entry: os.DirEntry[str], real_job: str, problems: list[str]) -> Iterator[TrialLoc]:
+def _classify(entry: os.DirEntry[str] | _LEntry, real_job: str, problems: list[str]) -> Iterator[TrialLoc]:
     if entry.name == QUARANTINE_DIR:
         return
     # hidden folders (.git, caches) are skipped, but a task may legitimately start with a dot
@@ -259,6 +259,25 @@ def _classify(entry: os.DirEntry[str], real_job: str, problems: list[str]) -> It
             is_trial, rkey, error = _trial_key(sub.path)
             if is_trial:
                 yield TrialLoc(rel, sub.path, sub.name, rkey, error)
+
+
+class _LEntry:
+    """What a poll needs of a new name in the job dir (os.listdir gives names only)."""
+
+    __slots__ = ("_mode", "name", "path")
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name, self.path = name, path
+        try:
+            self._mode = os.lstat(path).st_mode
+        except OSError:
+            self._mode = 0
+
+    def is_dir(self, follow_symlinks: bool = True) -> bool:
+        return stat.S_ISDIR(self._mode)
+
+    def is_symlink(self) -> bool:
+        return stat.S_ISLNK(self._mode)
 
 
 def _running_key(ckey: _FileKey) -> int:
@@ -323,7 +342,10 @@ class HarborScanner:
         self._ring: list[str] = []  # finished trials in the order they are re-verified
         self._ring_at = array("d")  # when each was last verified (wall clock)
         self._cursor = 0
+        self._top: set[str] = set()  # the job dir's listing at the last scan
         self._folders: set[str] = set()  # depth-1 dirs that are not trial dirs (listed every scan)
+        self._links: set[str] = set()  # depth-1 symlinks (never followed; noted every scan)
+        self._folder_rels: dict[str, set[str]] = {}  # folder → the staged trial dirs found in it
         self._last: Experiment | None = None
         self._last_scan: float | None = None
         self._job_keys: tuple[_FileKey, ...] = ()
@@ -341,7 +363,9 @@ class HarborScanner:
         """Every finished trial has been checked against its files since this time."""
         if self._last_scan is None:
             return None
-        oldest = min(self._ring_at) if self._ring_at else time.time()
+        # the ring is verified in order: the oldest check is where the cursor stands
+        ring_at = self._ring_at
+        oldest = (ring_at[self._cursor] if self._cursor < len(ring_at) else ring_at[0]) if ring_at else time.time()
         return datetime.fromtimestamp(oldest, UTC)
 
     def scan(self, source_label: str = "", progress: ProgressFn = no_progress) -> tuple[Experiment, dict]:
@@ -362,6 +386,7 @@ class HarborScanner:
     def _reset(self) -> None:
         self.index = TrialIndex(self.policy)
         self.keys, self.volatile, self._folders = {}, set(), set()
+        self._top, self._links, self._folder_rels = set(), set(), {}
         self._ring, self._ring_at, self._cursor = [], array("d"), 0
         self._last, self._last_scan, self._job_keys, self._full_next = None, None, (), True
         self._pending_lazy, self._summary_at = None, None
@@ -396,9 +421,9 @@ class HarborScanner:
                 break
         return due
 
-    def _locate(self, full: bool, due: set[str], problems: list[str]) -> tuple[list[TrialLoc | str], bool]:
-        """Every trial dir in discovery order: a TrialLoc for those to check now, the bare rel
-        for known finished ones not due. The bool says whether the job dir could be listed."""
+    def _locate_all(self, problems: list[str]) -> tuple[list[TrialLoc], bool]:
+        """Every trial dir, in discovery order (a full pass); the bool says whether the job dir
+        could be listed. Also learns the listing the next scans compare with."""
         real_job = os.path.realpath(self.job_dir)
         try:
             with os.scandir(self.job_dir) as it:
@@ -406,69 +431,115 @@ class HarborScanner:
         except OSError as exc:
             problems.append(f"cannot list {self.job_dir}: {exc.strerror or exc}")
             return [], False
-        keys, volatile = self.keys, self.volatile
-        out: list[TrialLoc | str] = []
-        folders: set[str] = set()
+        out: list[TrialLoc] = []
+        self._top = {e.name for e in entries}
+        self._folders, self._links, self._folder_rels = set(), set(), {}
         for entry in entries:
-            name = entry.name
-            if (not full and name in keys and name not in volatile and name not in due
-                    and name not in self._folders):
-                out.append(name)  # a finished trial, verified recently enough
-                continue
             found = list(_classify(entry, real_job, problems))
-            # a non-trial folder (staged copies may appear in it) is listed on every scan
-            if (found[0].rel != name) if found else (entry.is_dir(follow_symlinks=False) and not entry.is_symlink()):
-                folders.add(name)
+            self._learn(entry, found)
             out.extend(found)
-        self._folders = folders
         return out, True
+
+    def _learn(self, entry: os.DirEntry[str] | _LEntry, found: list[TrialLoc]) -> None:
+        name = entry.name
+        if entry.is_symlink():
+            self._links.add(name)  # its note is repeated on every scan
+        elif found and found[0].rel == name:
+            self._folders.discard(name)
+        elif entry.is_dir(follow_symlinks=False):
+            # a non-trial folder: staged copies may come and go in it, so it is listed every scan
+            self._folders.add(name)
+            self._folder_rels[name] = {loc.rel for loc in found}
+
+    def _locate_changes(self, now: float, problems: list[str]) -> tuple[list[TrialLoc], bool, list[str]]:
+        """What a poll must look at: one listing of the job dir for new and removed trial dirs,
+        running trials, non-trial folders, and the finished trials due for re-verification."""
+        try:
+            current = set(os.listdir(self.job_dir))
+        except OSError as exc:
+            problems.append(f"cannot list {self.job_dir}: {exc.strerror or exc}")
+            return [], False, []
+        keys = self.keys
+        added = current - self._top
+        gone = self._top - current
+        self._top = current
+        due = self._due(now)
+        removed: list[str] = []
+        for name in gone:
+            if name in keys:
+                removed.append(name)
+            removed += self._folder_rels.pop(name, ())
+            self._folders.discard(name)
+            self._links.discard(name)
+        real_job = os.path.realpath(self.job_dir)
+        out: list[TrialLoc] = []
+        # in name order, so the notes read as a full pass lists them
+        for name in sorted(added | (self._folders & current) | (self._links & current)):
+            entry = _LEntry(name, os.path.join(self.job_dir, name))
+            found = list(_classify(entry, real_job, problems))
+            was = self._folder_rels.get(name, set())
+            self._learn(entry, found)
+            now_rels = {loc.rel for loc in found}
+            removed += [rel for rel in was if rel not in now_rels]
+            if name in keys and name not in now_rels:
+                removed.append(name)
+            if name not in self._folders:
+                self._folder_rels.pop(name, None)
+            out.extend(found)
+        for rel in self.volatile | due:
+            if "/" in rel or rel in added or rel not in keys or rel not in current:
+                continue  # staged copies come with their folder's listing; new ones are above
+            path = os.path.join(self.job_dir, rel)
+            is_trial, rkey, error = _trial_key(path)
+            if is_trial:
+                out.append(TrialLoc(rel, path, rel, rkey, error))
+            else:
+                removed.append(rel)
+                self._top.discard(rel)  # seen again as a new entry next scan, classified afresh
+        return out, True, removed
 
     def _scan(self, source_label: str, progress: ProgressFn) -> tuple[Experiment, dict]:
         t0 = time.perf_counter()
         now = time.monotonic()
         problems: list[str] = []
-        full = self._full_next or self._last is None
-        due = set() if full else self._due(now)
-        located, listed = self._locate(full, due, problems)
-        keys = self.keys
-        if self._pending_lazy is not None:
-            self.index.rebuild(self._pending_lazy.trials)
-            self._pending_lazy = None
-        by_path = self.index.by_path
-        new_keys: dict[str, int] = {}
-        checked: list[tuple[TrialLoc, _FileKey, int]] = []
-        volatile: set[str] = set()
-        for loc in located:
-            if type(loc) is str:
-                new_keys[loc] = keys[loc]
-                continue
-            assert isinstance(loc, TrialLoc)
-            rel = loc.rel
-            ckey: _FileKey = None
-            if loc.rkey is None:
-                ckey = _key(loc.abs + "/config.json")
-                key = _running_key(ckey)
-                volatile.add(rel)
-            else:
-                key = loc.rkey
-                if key < 0:
-                    volatile.add(rel)
-            if loc.error is not None:
-                problems.append(unreadable_note(rel, loc.error))
-            new_keys[rel] = key
-            checked.append((loc, ckey, key))
-        persisted: dict[str, tuple[bytes, bytes]] = {}
-        digest: bytes | None = None
-        if self._last is None and self.cache is not None and listed:
-            digest = _digest(new_keys)
-            lazy = self._lazy_experiment(digest, new_keys, volatile, problems, source_label, now, t0)
-            if lazy is not None:
-                return lazy
-            persisted = self.cache.load(self.job_dir)
         if self._pending_lazy is not None:
             # the last scan handed over trials read on first use: the index needs them now
             self.index.rebuild(self._pending_lazy.trials)
             self._pending_lazy = None
+        full = self._full_next or self._last is None
+        if full:
+            locs, listed = self._locate_all(problems)
+            gone: list[str] = []
+        else:
+            locs, listed, gone = self._locate_changes(now, problems)
+        keys = self.keys
+        by_path = self.index.by_path
+        checked: list[tuple[TrialLoc, _FileKey, int]] = []
+        notes: list[tuple[tuple[str, ...], str]] = []
+        for loc in locs:
+            ckey: _FileKey = None
+            if loc.rkey is None:
+                ckey = _key(loc.abs + "/config.json")
+                key = _running_key(ckey)
+            else:
+                key = loc.rkey
+            if loc.error is not None:
+                notes.append((tuple(loc.rel.split("/")), unreadable_note(loc.rel, loc.error)))
+            checked.append((loc, ckey, key))
+        problems += [note for _, note in sorted(notes)]
+        if full:
+            new_keys = {loc.rel: key for loc, _, key in checked}
+            if not listed and keys:
+                new_keys = dict(keys)  # the job dir cannot be listed right now: keep what was known
+            gone = [rel for rel in keys if rel not in new_keys]
+        persisted: dict[str, tuple[bytes, bytes]] = {}
+        digest: bytes | None = None
+        if self._last is None and self.cache is not None and listed:
+            digest = _digest(new_keys)
+            lazy = self._lazy_experiment(digest, new_keys, problems, source_label, now, t0)
+            if lazy is not None:
+                return lazy
+            persisted = self.cache.load(self.job_dir)
         changed: list[Trial] = []
         replaced: list[Trial] = []
         to_parse: list[tuple[TrialLoc, _FileKey, int]] = []
@@ -513,55 +584,56 @@ class HarborScanner:
                             unsaved += 1  # a name that is not UTF-8: not cached, read again next time
                 progress(min(i + chunk, total), total, "reading trials")
         self.files_read += total
-        removed = [rel for rel in keys if rel not in new_keys] if listed or not keys else []
-        if not listed and keys:
-            # the job dir cannot be listed right now: keep what was known, say why
-            for rel in keys:
-                new_keys.setdefault(rel, keys[rel])
-            removed = []
-        gone = [by_path[rel] for rel in removed if rel in by_path]
+        gone_trials = [by_path[rel] for rel in gone if rel in by_path]
+        # the volatile set and the ring of finished trials follow what was just seen
+        at = time.time()
+        old_volatile = self.volatile
+        if full:
+            self.keys = new_keys
+            self.volatile = {rel for rel, key in new_keys.items() if key < 0}
+            self._ring = [rel for rel in new_keys if rel not in self.volatile]
+            self._ring_at = array("d", [at]) * len(self._ring)
+            self._cursor = 0
+        else:
+            for rel in gone:
+                keys.pop(rel, None)
+                old_volatile.discard(rel)
+            for loc, _, key in checked:
+                rel = loc.rel
+                fresh = rel not in keys
+                keys[rel] = key
+                if key < 0:
+                    old_volatile.add(rel)
+                elif fresh or rel in old_volatile:
+                    old_volatile.discard(rel)
+                    self._ring.append(rel)  # finished since the last scan: joins the rotation
+                    self._ring_at.append(at)
         if self._last is None:
             for t in changed:
                 by_path[t.path] = t
-            self.index.rebuild([by_path[rel] for rel in new_keys])
+            self.index.rebuild([by_path[rel] for rel in self.keys])
         else:
-            self.index.apply(gone + replaced, changed)
-        # the ring: finished trials first seen (or changed) now join it, verified now
-        at = time.time()
-        known_finished = set(self._ring) if full or changed else None
-        if full:
-            self._ring = [rel for rel in new_keys if rel not in volatile]
-            self._ring_at = array("d", [at]) * len(self._ring)
-            self._cursor = 0
-        elif changed and known_finished is not None:
-            for t in changed:
-                if t.path not in volatile and t.path not in known_finished:
-                    self._ring.append(t.path)
-                    self._ring_at.append(at)
-        self.keys = new_keys
-        self.volatile = volatile
+            self.index.apply(gone_trials + replaced, changed)
         self._full_next = False
         self._last_scan = now
-        if self.cache is not None and (put or removed):
-            self.cache.store(self.job_dir, put, removed)
-        if self.cache is not None and listed and (changed or removed) and (
-                self._summary_at is None or now - self._summary_at > SUMMARY_EVERY_S):
-            whole = unsaved == 0 and all(_persistable(k) for k in new_keys.values())
-            self._summary_at = now
-            self.cache.store_summary(self.job_dir, digest or _digest(new_keys) if whole else None,
+        if self.cache is not None and (put or gone):
+            self.cache.store(self.job_dir, put, gone)
+        if self.cache is not None and full and listed:
+            whole = unsaved == 0 and all(_persistable(k) for k in self.keys.values())
+            self.cache.store_summary(self.job_dir, (digest or _digest(self.keys)) if whole else None,
                                      census_bytes(self.index.census) if whole else None)
         job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
-        stats = {"trial_dirs": len(new_keys), "files_read": total, "cache_hits": stats_hits,
-                 "verified": len(located) - sum(1 for x in located if type(x) is str),
-                 "seconds": 0.0}
-        if not changed and not removed and job_keys == self._job_keys and self._last is not None:
+        stats = {"trial_dirs": len(self.keys), "files_read": total, "cache_hits": stats_hits,
+                 "verified": len(checked), "seconds": 0.0}
+        if not changed and not gone and job_keys == self._job_keys and self._last is not None:
             # nothing on disk changed: the last Experiment is still exact
             self._last.__dict__["verified_at"] = self.verified_at
             stats["seconds"] = time.perf_counter() - t0
             return self._last, stats
         self._job_keys = job_keys
         # the index keeps copy marks, attempt numbers and the census of these very objects
-        exp = self._assemble([by_path[rel] for rel in new_keys], self.index, problems, source_label)
+        trials = [by_path[rel] for rel in self.keys] if full else list(by_path.values())
+        exp = self._assemble(trials, self.index, problems, source_label)
         self._last = exp
         stats["seconds"] = time.perf_counter() - t0
         return exp, stats
@@ -603,7 +675,7 @@ class HarborScanner:
         exp.__dict__["verified_at"] = self.verified_at
         return exp
 
-    def _lazy_experiment(self, digest: bytes, new_keys: dict[str, int], volatile: set[str],
+    def _lazy_experiment(self, digest: bytes, new_keys: dict[str, int],
                          problems: list[str], source_label: str, now: float, t0: float
                          ) -> tuple[Experiment, dict] | None:
         """When the cache's summary of this job has the same digest, the Experiment comes from
@@ -620,7 +692,9 @@ class HarborScanner:
         exp = self._assemble([], _CensusOnly(census), problems, source_label)
         exp.__dict__.pop("trials", None)
         exp._trials_loader = lambda: self._materialize(order)
-        self.keys, self.volatile = order, volatile
+        self.keys = order
+        self.volatile = {rel for rel, key in order.items() if key < 0}
+        volatile = self.volatile
         self._ring = [rel for rel in order if rel not in volatile]
         self._ring_at = array("d", [time.time()]) * len(self._ring)
         self._cursor, self._full_next, self._last_scan = 0, False, now
