@@ -130,6 +130,7 @@ class TrialIndex:
         self.by_name: dict[str, list[Trial]] = {}
         self.by_task: dict[str, list[Trial]] = {}  # copies included
         self.census = take_census((), policy)
+        self.touched: list[Trial] = []
 
     def rebuild(self, trials: Iterable[Trial]) -> None:
         self.by_path = {t.path: t for t in trials}
@@ -144,6 +145,7 @@ class TrialIndex:
 
     def apply(self, removed: Iterable[Trial], added: Iterable[Trial]) -> None:
         removed, added = list(removed), list(added)
+        self.touched = []
         if not removed and not added:
             return
         names = {t.trial_name for t in removed} | {t.trial_name for t in added}
@@ -167,6 +169,8 @@ class TrialIndex:
             group = self.by_name.get(n)
             if group:
                 collapse_copies(group)
+        # every trial whose copy mark may have moved: what a delta consumer must look at again
+        self.touched = [t for n in names for t in self.by_name.get(n, ())]
         for task in tasks:
             members = self.by_task.get(task, [])
             number_attempts(members)

@@ -12,6 +12,7 @@ disk by itself: time comes from an injected clock and file activity from
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,12 @@ class ExperimentSeries:
     first_seen: dict[str, float] = field(default_factory=dict)
     # path -> (mtime, outcome, finished at, valid) of finished trials, reused across polls
     done: dict[str, tuple[float | None, float, float | None, bool]] = field(default_factory=dict)
+    # what the last poll's trials added up to, kept current by the source's delta (see _tally)
+    fed: Experiment | None = None
+    successes: float = 0.0
+    valid_sum: float = 0.0
+    finish_times: list[float] = field(default_factory=list)  # sorted
+    running_trials: dict[str, Trial] = field(default_factory=dict)
 
     def values(self, state: str) -> list[int]:
         return [s.count(state) for s in self.samples]
@@ -133,53 +140,39 @@ class MonitorState:
         timeout = exp.inference_timeout_s or th.inference_timeout_s
         activity = activity or {}
 
-        running: list[RunningTrial] = []
-        live_paths: set[str] = set()
-        successes = 0.0
-        valid_sum = 0.0
-        finished_in_window = 0
-        window_start = now - self.window_s
-        by_task: dict[str, list[float]] = {}
         baseline = pick_baseline(exp, self.baselines)
         per_task = baseline is not None and bool(baseline.tasks)
-        done_cache = series.done
-        done_now: dict[str, tuple[float | None, float, float | None, bool]] = {}
-        for t in exp.trials:
-            if t.copy_of is not None:
-                continue
-            if t.status == TrialStatus.running:
-                live_paths.add(t.path)
-                first = series.first_seen.setdefault(t.path, now)
-                start = _ts(t.started_at) or t.mtime or first
-                act = activity.get(t.path)
-                last = max(x for x in (t.mtime, act.mtime if act else None, start) if x is not None)
-                idle = max(0.0, now - last)
-                running.append(
-                    RunningTrial(
-                        trial_name=t.trial_name,
-                        task_name=t.task_name,
-                        path=t.path,
-                        running_s=max(0.0, now - start),
-                        idle_s=idle,
-                        dispatched=idle >= th.idle_s,
-                        activity=act.line if act else "",
-                    )
+        by_task: dict[str, list[float]] = {}
+        if per_task:
+            by_task = {}
+            for t in exp.trials:
+                if t.copy_of is None and t.status != TrialStatus.running:
+                    by_task.setdefault(t.task_name, []).append(_outcome(t))
+        self._tally(series, exp)
+        successes, valid_sum = series.successes, series.valid_sum
+        window_start = now - self.window_s
+        finish = series.finish_times
+        finished_in_window = bisect_right(finish, now) - bisect_right(finish, window_start)
+        running: list[RunningTrial] = []
+        live_paths: set[str] = set()
+        for t in series.running_trials.values():
+            live_paths.add(t.path)
+            first = series.first_seen.setdefault(t.path, now)
+            start = _ts(t.started_at) or t.mtime or first
+            act = activity.get(t.path)
+            last = max(x for x in (t.mtime, act.mtime if act else None, start) if x is not None)
+            idle = max(0.0, now - last)
+            running.append(
+                RunningTrial(
+                    trial_name=t.trial_name,
+                    task_name=t.task_name,
+                    path=t.path,
+                    running_s=max(0.0, now - start),
+                    idle_s=idle,
+                    dispatched=idle >= th.idle_s,
+                    activity=act.line if act else "",
                 )
-                continue
-            # a finished trial's figures only change when its files do: reuse them across polls
-            d = done_cache.get(t.path)
-            if d is None or d[0] != t.mtime:
-                d = (t.mtime, _outcome(t), _ts(t.finished_at) or t.mtime, t.status == TrialStatus.valid)
-            done_now[t.path] = d
-            o = d[1]
-            successes += o
-            if d[3]:
-                valid_sum += o
-            if per_task:
-                by_task.setdefault(t.task_name, []).append(o)
-            if d[2] is not None and window_start < d[2] <= now:
-                finished_in_window += 1
-        series.done = done_now
+            )
         # trials that finished or vanished need no start time any more
         for gone in set(series.first_seen) - live_paths:
             del series.first_seen[gone]
@@ -241,6 +234,64 @@ class MonitorState:
         )
         series.latest = reading
         return self._judge(series, exp, reading, now_dt)
+
+    def _tally(self, series: ExperimentSeries, exp: Experiment) -> None:
+        """Bring the series' sums up to `exp`: from the source's delta when it extends the last
+        poll (work in proportion to the change), else with one pass over the trials."""
+        delta = exp._delta
+        if exp is series.fed:
+            return
+        if delta is not None and delta[0] is series.fed and series.fed is not None:
+            _, gone, new = delta
+            for t in gone:
+                self._forget(series, t.path)
+            latest = {t.path: t for t in new}
+            for path, t in latest.items():
+                self._forget(series, path)
+                self._count(series, t)
+        else:
+            series.successes = series.valid_sum = 0.0
+            series.finish_times, series.running_trials = [], {}
+            old, series.done = series.done, {}
+            for t in exp.trials:
+                self._count(series, t, old)
+            series.finish_times.sort()
+        series.fed = exp
+
+    @staticmethod
+    def _forget(series: ExperimentSeries, path: str) -> None:
+        d = series.done.pop(path, None)
+        if d is not None:
+            series.successes -= d[1]
+            if d[3]:
+                series.valid_sum -= d[1]
+            if d[2] is not None:
+                i = bisect_left(series.finish_times, d[2])
+                if i < len(series.finish_times) and series.finish_times[i] == d[2]:
+                    del series.finish_times[i]
+        series.running_trials.pop(path, None)
+
+    @staticmethod
+    def _count(series: ExperimentSeries, t: Trial,
+               reuse: dict[str, tuple[float | None, float, float | None, bool]] | None = None) -> None:
+        if t.copy_of is not None:
+            return
+        if t.status == TrialStatus.running:
+            series.running_trials[t.path] = t
+            return
+        # a finished trial's figures only change when its files do: reuse them across polls
+        d = reuse.get(t.path) if reuse is not None else None
+        if d is None or d[0] != t.mtime:
+            d = (t.mtime, _outcome(t), _ts(t.finished_at) or t.mtime, t.status == TrialStatus.valid)
+        series.done[t.path] = d
+        series.successes += d[1]
+        if d[3]:
+            series.valid_sum += d[1]
+        if d[2] is not None:
+            if reuse is None:
+                insort(series.finish_times, d[2])
+            else:
+                series.finish_times.append(d[2])  # sorted once at the end of the pass
 
     def _throughput(
         self, exp: Experiment, now: float, in_window: int, finished: int, series: ExperimentSeries
