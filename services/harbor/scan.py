@@ -343,6 +343,7 @@ class HarborScanner:
         self._ring_at = array("d")  # when each was last verified (wall clock)
         self._cursor = 0
         self._top: set[str] = set()  # the job dir's listing at the last scan
+        self._names: list[str] = []  # the same, as os.listdir gave it
         self._folders: set[str] = set()  # depth-1 dirs that are not trial dirs (listed every scan)
         self._links: set[str] = set()  # depth-1 symlinks (never followed; noted every scan)
         self._folder_rels: dict[str, set[str]] = {}  # folder → the staged trial dirs found in it
@@ -386,7 +387,7 @@ class HarborScanner:
     def _reset(self) -> None:
         self.index = TrialIndex(self.policy)
         self.keys, self.volatile, self._folders = {}, set(), set()
-        self._top, self._links, self._folder_rels = set(), set(), {}
+        self._top, self._links, self._folder_rels, self._names = set(), set(), {}, []
         self._ring, self._ring_at, self._cursor = [], array("d"), 0
         self._last, self._last_scan, self._job_keys, self._full_next = None, None, (), True
         self._pending_lazy, self._summary_at = None, None
@@ -413,8 +414,7 @@ class HarborScanner:
                     break
             end = min(n, self._cursor + budget)
             due.update(self._ring[self._cursor:end])
-            for i in range(self._cursor, end):
-                self._ring_at[i] = at
+            self._ring_at[self._cursor:end] = array("d", [at]) * (end - self._cursor)
             budget -= end - self._cursor
             self._cursor = end
             if len(due) >= n:
@@ -433,6 +433,7 @@ class HarborScanner:
             return [], False
         out: list[TrialLoc] = []
         self._top = {e.name for e in entries}
+        self._names = []
         self._folders, self._links, self._folder_rels = set(), set(), {}
         for entry in entries:
             found = list(_classify(entry, real_job, problems))
@@ -455,14 +456,20 @@ class HarborScanner:
         """What a poll must look at: one listing of the job dir for new and removed trial dirs,
         running trials, non-trial folders, and the finished trials due for re-verification."""
         try:
-            current = set(os.listdir(self.job_dir))
+            names = os.listdir(self.job_dir)
         except OSError as exc:
             problems.append(f"cannot list {self.job_dir}: {exc.strerror or exc}")
             return [], False, []
         keys = self.keys
-        added = current - self._top
-        gone = self._top - current
-        self._top = current
+        if names == self._names:
+            # the same listing in the same order (the common poll): nothing came or went
+            current, added, gone = self._top, set(), set()
+        else:
+            current = set(names)
+            added = current - self._top
+            gone = self._top - current
+            self._top = current
+            self._names = names
         due = self._due(now)
         removed: list[str] = []
         for name in gone:
@@ -496,6 +503,7 @@ class HarborScanner:
             else:
                 removed.append(rel)
                 self._top.discard(rel)  # seen again as a new entry next scan, classified afresh
+                self._names = []
         return out, True, removed
 
     def _scan(self, source_label: str, progress: ProgressFn) -> tuple[Experiment, dict]:
