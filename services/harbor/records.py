@@ -22,6 +22,7 @@ import math
 import re
 import sys
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -86,10 +87,12 @@ def _share_rewards(rewards: dict[str, float]) -> dict[str, float]:
     return rewards
 
 
+_get_all = attrgetter(*FIELDS)
+
+
 def compact(t: Trial) -> Trial:
     """The same Trial, built the compact way (for trials that came through the pydantic path)."""
-    d = t.__dict__
-    values = [d[f] for f in FIELDS]
+    values = list(_get_all(t))
     for i, f in enumerate(FIELDS):
         v = values[i]
         if f in _SHARED_STR and type(v) is str:
@@ -256,14 +259,17 @@ _REWARDS_POS = _RECORD.index("rewards")
 _NAME_POS = _RECORD.index("trial_name")
 
 
+_get_record = attrgetter(*_RECORD)
+
+
 def encode(t: Trial) -> bytes:
-    d = t.__dict__
-    row = [d[f] for f in _RECORD]
+    row = list(_get_record(t))  # (t.__dict__ would give each Trial a dict of its own)
     for i in _DATE_POS:
         if row[i] is not None:
             row[i] = row[i].isoformat()
     row[_STATUS_POS] = row[_STATUS_POS].value
-    return orjson.dumps(row)
+    # orjson's buffer keeps its first, larger allocation: a copy holds only the record
+    return bytes(memoryview(orjson.dumps(row)))
 
 
 def decode(rel: str, data: bytes) -> Trial:

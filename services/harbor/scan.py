@@ -590,6 +590,9 @@ class HarborScanner:
                             put.append((loc.rel, _key_bytes(key), encode(trial)))
                         except TypeError:
                             unsaved += 1  # a name that is not UTF-8: not cached, read again next time
+                if put and self.cache is not None:
+                    self.cache.store(self.job_dir, put, [])  # chunk by chunk: memory stays flat
+                    put = []
                 progress(min(i + chunk, total), total, "reading trials")
         self.files_read += total
         gone_trials = [by_path[rel] for rel in gone if rel in by_path]
@@ -624,8 +627,8 @@ class HarborScanner:
             self.index.apply(gone_trials + replaced, changed)
         self._full_next = False
         self._last_scan = now
-        if self.cache is not None and (put or gone):
-            self.cache.store(self.job_dir, put, gone)
+        if self.cache is not None and gone:
+            self.cache.store(self.job_dir, [], gone)
         if self.cache is not None and full and listed:
             whole = unsaved == 0 and all(_persistable(k) for k in self.keys.values())
             self.cache.store_summary(self.job_dir, (digest or _digest(self.keys)) if whole else None,

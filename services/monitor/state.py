@@ -53,8 +53,9 @@ class ExperimentSeries:
     active: dict[str, MonitorWarning] = field(default_factory=dict)
     fired: deque[MonitorWarning] = field(default_factory=lambda: deque(maxlen=200))
     first_seen: dict[str, float] = field(default_factory=dict)
-    # path -> (mtime, outcome, finished at, valid) of finished trials, reused across polls
-    done: dict[str, tuple[float | None, float, float | None, bool]] = field(default_factory=dict)
+    # path -> the finished trial counted in the sums below (Trials never change their figures
+    # in place, so it tells what to take back out when the trial changes or goes)
+    done: dict[str, Trial] = field(default_factory=dict)
     # what the last poll's trials added up to, kept current by the source's delta (see _tally)
     fed: Experiment | None = None
     successes: float = 0.0
@@ -252,46 +253,46 @@ class MonitorState:
         else:
             series.successes = series.valid_sum = 0.0
             series.finish_times, series.running_trials = [], {}
-            old, series.done = series.done, {}
+            series.done = {}
             for t in exp.trials:
-                self._count(series, t, old)
+                self._count(series, t, bulk=True)
             series.finish_times.sort()
         series.fed = exp
 
     @staticmethod
     def _forget(series: ExperimentSeries, path: str) -> None:
-        d = series.done.pop(path, None)
-        if d is not None:
-            series.successes -= d[1]
-            if d[3]:
-                series.valid_sum -= d[1]
-            if d[2] is not None:
-                i = bisect_left(series.finish_times, d[2])
-                if i < len(series.finish_times) and series.finish_times[i] == d[2]:
+        t = series.done.pop(path, None)
+        if t is not None:
+            o = _outcome(t)
+            series.successes -= o
+            if t.status == TrialStatus.valid:
+                series.valid_sum -= o
+            at = _ts(t.finished_at) or t.mtime
+            if at is not None:
+                i = bisect_left(series.finish_times, at)
+                if i < len(series.finish_times) and series.finish_times[i] == at:
                     del series.finish_times[i]
         series.running_trials.pop(path, None)
 
     @staticmethod
-    def _count(series: ExperimentSeries, t: Trial,
-               reuse: dict[str, tuple[float | None, float, float | None, bool]] | None = None) -> None:
+    def _count(series: ExperimentSeries, t: Trial, bulk: bool = False) -> None:
         if t.copy_of is not None:
             return
-        if t.status == TrialStatus.running:
+        status = t.status
+        if status == TrialStatus.running:
             series.running_trials[t.path] = t
             return
-        # a finished trial's figures only change when its files do: reuse them across polls
-        d = reuse.get(t.path) if reuse is not None else None
-        if d is None or d[0] != t.mtime:
-            d = (t.mtime, _outcome(t), _ts(t.finished_at) or t.mtime, t.status == TrialStatus.valid)
-        series.done[t.path] = d
-        series.successes += d[1]
-        if d[3]:
-            series.valid_sum += d[1]
-        if d[2] is not None:
-            if reuse is None:
-                insort(series.finish_times, d[2])
+        series.done[t.path] = t
+        o = _outcome(t)
+        series.successes += o
+        if status == TrialStatus.valid:
+            series.valid_sum += o
+        at = _ts(t.finished_at) or t.mtime
+        if at is not None:
+            if bulk:
+                series.finish_times.append(at)  # sorted once at the end of the pass
             else:
-                series.finish_times.append(d[2])  # sorted once at the end of the pass
+                insort(series.finish_times, at)
 
     def _throughput(
         self, exp: Experiment, now: float, in_window: int, finished: int, series: ExperimentSeries
