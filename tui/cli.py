@@ -18,6 +18,18 @@ def _version() -> str:
         return "0+unknown"
 
 
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked for (importlib.metadata costs every run ~25 ms)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: object, values: object,
+                 option_string: str | None = None) -> None:
+        parser.exit(0, f"evaldesk {_version()}\n")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # one line and exit 2, never a traceback or a screenful of usage
@@ -34,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("sources", nargs="*", metavar="SOURCE",
                    help="a Harbor job dir, a folder of job dirs, or ssh://[user@]host[:port]/path")
-    p.add_argument("--version", action="version", version=f"evaldesk {_version()}")
+    p.add_argument("--version", action=_VersionAction)
     p.add_argument("--config", metavar="PATH", help="config file (default $XDG_CONFIG_HOME/evaldesk/config.toml)")
     p.add_argument("--read-only", action="store_true", help="disable every write")
     p.add_argument("--no-cache", action="store_true",

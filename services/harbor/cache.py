@@ -86,7 +86,8 @@ class ParseCache:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            # no fsync: a cache torn by a crash is found corrupt and rebuilt, which costs only speed
+            db.execute("PRAGMA synchronous=OFF")
             db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
             db.execute("CREATE TABLE IF NOT EXISTS trials (job BLOB, rel BLOB, key BLOB, rec BLOB, "
                        "PRIMARY KEY (job, rel)) WITHOUT ROWID")

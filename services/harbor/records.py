@@ -263,13 +263,17 @@ _get_record = attrgetter(*_RECORD)
 
 
 def encode(t: Trial) -> bytes:
-    row = list(_get_record(t))  # (t.__dict__ would give each Trial a dict of its own)
-    for i in _DATE_POS:
-        if row[i] is not None:
-            row[i] = row[i].isoformat()
-    row[_STATUS_POS] = row[_STATUS_POS].value
-    # orjson's buffer keeps its first, larger allocation: a copy holds only the record
-    return bytes(memoryview(orjson.dumps(row)))
+    row = _get_record(t)  # (t.__dict__ would give each Trial a dict of its own)
+    try:
+        # orjson writes datetimes as RFC 3339 and the status enum as its value, as decode reads them
+        return orjson.dumps(row)
+    except TypeError:  # a tzinfo orjson does not know
+        out = list(row)
+        for i in _DATE_POS:
+            if out[i] is not None:
+                out[i] = out[i].isoformat()
+        out[_STATUS_POS] = out[_STATUS_POS].value
+        return orjson.dumps(out)
 
 
 def decode(rel: str, data: bytes) -> Trial:
