@@ -21,6 +21,7 @@ import os
 import sqlite3
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,19 @@ class ParseCache:
             return {}
         dec = os.fsdecode
         return {dec(rel): (key, rec) for rel, key, rec in rows}
+
+    def rows(self, job: str) -> Iterator[tuple[str, bytes, bytes]]:
+        """(rel, key, record) of every trial dir of `job` the cache holds, one at a time (a
+        100k-trial job's records would take ~50 MB at once)."""
+        db = self._open()
+        if db is None:
+            return
+        dec = os.fsdecode
+        try:
+            for rel, key, rec in db.execute("SELECT rel, key, rec FROM trials WHERE job = ?", (_b(job),)):
+                yield dec(rel), key, rec
+        except sqlite3.Error as exc:
+            self._off(f"cannot read {self.path}: {exc}")
 
     def store(self, job: str, put: list[tuple[str, bytes, bytes]], drop: list[str]) -> None:
         """Write what this scan parsed and forget what is gone, in one transaction."""

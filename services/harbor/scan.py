@@ -540,14 +540,14 @@ class HarborScanner:
             if not listed and keys:
                 new_keys = dict(keys)  # the job dir cannot be listed right now: keep what was known
             gone = [rel for rel in keys if rel not in new_keys]
-        persisted: dict[str, tuple[bytes, bytes]] = {}
+        persisted: dict[str, Trial] = {}
         digest: bytes | None = None
         if self._last is None and self.cache is not None and listed:
             digest = _digest(new_keys)
             lazy = self._lazy_experiment(digest, new_keys, problems, source_label, now, t0)
             if lazy is not None:
                 return lazy
-            persisted = self.cache.load(self.job_dir)
+            persisted = self._from_cache({loc.rel: key for loc, _, key in checked if _persistable(key)})
         changed: list[Trial] = []
         replaced: list[Trial] = []
         to_parse: list[tuple[TrialLoc, _FileKey, int]] = []
@@ -556,19 +556,14 @@ class HarborScanner:
             rel = loc.rel
             if keys.get(rel) == key and rel in by_path:
                 continue
-            hit = persisted.get(rel)
-            if hit is not None and _persistable(key) and hit[0] == _key_bytes(key):
-                try:
-                    trial = decode(rel, hit[1])
-                except (ValueError, KeyError, TypeError, IndexError):
-                    trial = None
-                if trial is not None:
-                    stats_hits += 1
-                    old = by_path.get(rel)
-                    if old is not None:
-                        replaced.append(old)
-                    changed.append(trial)
-                    continue
+            trial = persisted.get(rel)
+            if trial is not None:
+                stats_hits += 1
+                old = by_path.get(rel)
+                if old is not None:
+                    replaced.append(old)
+                changed.append(trial)
+                continue
             to_parse.append((loc, ckey, key))
         total = len(to_parse)
         put: list[tuple[str, bytes, bytes]] = []
@@ -719,17 +714,26 @@ class HarborScanner:
                  "seconds": time.perf_counter() - t0}
         return exp, stats
 
+    def _from_cache(self, wanted: dict[str, int]) -> dict[str, Trial]:
+        """The cached Trials of `wanted` (rel → key) whose key still matches."""
+        out: dict[str, Trial] = {}
+        if self.cache is None:
+            return out
+        for rel, key, rec in self.cache.rows(self.job_dir):
+            want = wanted.get(rel)
+            if want is None or key != _key_bytes(want):
+                continue
+            try:
+                out[rel] = decode(rel, rec)
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue  # read from the files instead
+        return out
+
     def _materialize(self, order: dict[str, int]) -> list[Trial]:
-        rows = self.cache.load(self.job_dir) if self.cache is not None else {}
+        cached = self._from_cache({rel: key for rel, key in order.items() if _persistable(key)})
         trials: list[Trial] = []
-        for rel, key in order.items():
-            trial = None
-            hit = rows.get(rel)
-            if hit is not None and hit[0] == _key_bytes(key):
-                try:
-                    trial = decode(rel, hit[1])
-                except (ValueError, KeyError, TypeError, IndexError):
-                    trial = None
+        for rel in order:
+            trial = cached.get(rel)
             if trial is None:  # the cache lost it since: read the files
                 path = os.path.join(self.job_dir, rel)
                 _, rkey, error = _trial_key(path)
