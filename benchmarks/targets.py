@@ -233,11 +233,16 @@ def bench_rss(base: Path, repeat: int) -> None:
     job = job_dir(base, "audit100k", 100_000)
     cache = tempfile.mkdtemp(prefix="evaldesk-cache-", dir=base)
     env = _env(XDG_CACHE_HOME=cache)
-    out = subprocess.run([sys.executable, "-c", RSS_PROGRAM, str(job), str(base / "journal.jsonl")], env=env,
-                         capture_output=True, text=True, check=True)
+    figures = []
+    for _ in range(2):  # the first start parses every file; the next one reads the parse cache
+        out = subprocess.run([sys.executable, "-c", RSS_PROGRAM, str(job), str(base / "journal.jsonl")], env=env,
+                             capture_output=True, text=True, check=True)
+        figures.append(float(out.stdout.strip().splitlines()[-1]))
     shutil.rmtree(cache, ignore_errors=True)
-    mib = float(out.stdout.strip().splitlines()[-1])
-    row("console RSS after scanning 100k trials", f"{mib:.0f} MiB", "< 150 MiB", mib < 150)
+    row("console RSS after scanning 100k trials, first start", f"{figures[0]:.0f} MiB", "< 150 MiB",
+        figures[0] < 150)
+    row("console RSS after scanning 100k trials, next start", f"{figures[1]:.0f} MiB", "< 150 MiB",
+        figures[1] < 150)
 
 
 def bench_ui(base: Path, repeat: int) -> None:

@@ -307,6 +307,12 @@ class EvaldeskApp(App[int]):
 
     def _start_scan(self, src: Source, force: bool) -> None:
         label = src.label
+        if force:
+            # `r`, and the scan after a write: every trial checked against its files, not only
+            # the running ones and the finished ones due on the rotation
+            verify_all = getattr(src, "verify_all", None)
+            if callable(verify_all):
+                verify_all()
         if label in self._scanning:
             # A scan runs in a thread that cannot be interrupted, and two over one source
             # would race on its cache: queue one more instead of cancelling.

@@ -36,7 +36,7 @@ from services.harbor.records import compact, decode, encode, fast_trial
 QUARANTINE_DIR = ".evaldesk-quarantine"
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 DEFAULT_VERIFY_WINDOW_S = 60.0
-SUMMARY_EVERY_S = 60.0  # a live job's summary is rewritten at most this often
+SETTLE_MIN = 20_000  # a cold read this big builds its Trials from records (see _scan)
 
 # A file's key is one int: mtime_ns, ctime_ns, size and inode packed (ctime cannot be set back
 # by hand, so a file rewritten in place with its old mtime and size still shows as changed).
@@ -352,7 +352,6 @@ class HarborScanner:
         self._job_keys: tuple[_FileKey, ...] = ()
         self._full_next = True
         self._pending_lazy: Experiment | None = None
-        self._summary_at: float | None = None
         self.files_read = 0
 
     def verify_all(self) -> None:
@@ -390,7 +389,7 @@ class HarborScanner:
         self._top, self._links, self._folder_rels, self._names = set(), set(), {}, []
         self._ring, self._ring_at, self._cursor = [], array("d"), 0
         self._last, self._last_scan, self._job_keys, self._full_next = None, None, (), True
-        self._pending_lazy, self._summary_at = None, None
+        self._pending_lazy = None
 
     def _due(self, now: float) -> set[str]:
         """The finished trials this scan re-verifies: a slice of the ring sized so that a
@@ -515,6 +514,7 @@ class HarborScanner:
             self.index.rebuild(self._pending_lazy.trials)
             self._pending_lazy = None
         full = self._full_next or self._last is None
+        self._full_next = False  # a verify_all() during this scan asks for the next one
         if full:
             locs, listed = self._locate_all(problems)
             gone: list[str] = []
@@ -571,20 +571,35 @@ class HarborScanner:
         if to_parse:
             progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
             chunk = 2000
+            # A big cold read keeps each chunk's Trials as records and builds the lasting Trials
+            # once the parsing garbage is gone: interleaved, the two left ~30 MB of half-empty
+            # memory pools behind at 100k trials.
+            settle = total >= SETTLE_MIN
             for i in range(0, total, chunk):
+                built: list[tuple[str, Trial | None, bytes | None]] = []
                 for loc, ckey, key in to_parse[i: i + chunk]:
                     if loc.rkey is not None and loc.rkey >= 0 and ckey is None:
                         ckey = _key(loc.abs + "/config.json")
                     trial = _load_trial(loc, ckey)
-                    old = by_path.get(loc.rel)
-                    if old is not None:
-                        replaced.append(old)
-                    changed.append(trial)
-                    if self.cache is not None and _persistable(key) and loc.error is None:
+                    rec: bytes | None = None
+                    if (self.cache is not None or settle) and loc.error is None:
                         try:
-                            put.append((loc.rel, _key_bytes(key), encode(trial)))
+                            rec = encode(trial)
                         except TypeError:
                             unsaved += 1  # a name that is not UTF-8: not cached, read again next time
+                    if rec is not None and self.cache is not None and _persistable(key):
+                        put.append((loc.rel, _key_bytes(key), rec))
+                    built.append((loc.rel, None if settle and rec is not None else trial, rec))
+                    del trial
+                for rel, made, rec in built:
+                    if made is None:
+                        assert rec is not None
+                        made = decode(rel, rec)
+                    old = by_path.get(rel)
+                    if old is not None:
+                        replaced.append(old)
+                    changed.append(made)
+                del built
                 if put and self.cache is not None:
                     self.cache.store(self.job_dir, put, [])  # chunk by chunk: memory stays flat
                     put = []
@@ -620,7 +635,6 @@ class HarborScanner:
             self.index.rebuild([by_path[rel] for rel in self.keys])
         else:
             self.index.apply(gone_trials + replaced, changed)
-        self._full_next = False
         self._last_scan = now
         if self.cache is not None and gone:
             self.cache.store(self.job_dir, [], gone)

@@ -161,3 +161,14 @@ def test_names_that_are_not_utf8_through_batch_and_monitor(tmp_path: Path) -> No
     trials = json.loads(subprocess.run([sys.executable, "-m", "tui.cli", "--batch", "trials", str(d), "--format",
                                         "json"], capture_output=True, text=True, env=env, check=True).stdout)
     assert len(trials["trials"]) == 5
+
+
+def test_the_header_says_how_fresh_finished_trials_are(tmp_path: Path) -> None:
+    from tui.chrome import verified_age
+
+    _, d = _live_job(tmp_path)
+    exp = HarborSource(d).scan_sync().experiments[0]
+    assert exp.verified_at is not None
+    assert verified_age([exp]) is None  # just checked: nothing worth saying
+    old = exp.model_copy(update={"verified_at": datetime.now(UTC) - timedelta(seconds=42)})
+    assert verified_age([exp, old]) in (42, 43)
