@@ -246,3 +246,19 @@ def test_the_policy_used_by_the_audit_is_not_cached(tmp_path: Path) -> None:
     exp = HarborSource(d, policy=strict).scan_sync().experiments[0]
     fresh = HarborSource(d, policy=strict, cache=False).scan_sync().experiments[0]
     assert audit_experiment(exp, strict).error_fraction == audit_experiment(fresh, strict).error_fraction
+
+
+def test_a_big_cold_read_split_with_a_helper_process_gives_the_same_trials(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.harbor.scan as scan_mod
+
+    d = _job(tmp_path, n=40)
+    (d / "half__AAAAAAA").mkdir()
+    (d / "half__AAAAAAA" / "result.json").write_text('{"task_name": "half", "verifier_res')
+    serial = _figures(d, cache=False)
+    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4)
+    assert _figures(d, cache=False) == serial
+    snap = HarborSource(d).scan_sync()  # and its records are cached like any other
+    assert snap.stats["files_read"] == 42
+    assert HarborSource(d).scan_sync().stats["files_read"] == 0
+    assert _figures(d) == serial
