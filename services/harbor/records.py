@@ -205,9 +205,10 @@ def _fast(rel: str, dir_name: str, raw: dict[str, Any], mtime: float | None) -> 
         f = _finite(value)
         if f is not None:
             rewards[str(key)] = f
-    reward = rewards.get("reward")
-    if reward is None and len(rewards) == 1 and "reward" not in (raw_rewards or {}):
-        reward = next(iter(rewards.values()))
+    shared = _share_rewards(rewards)
+    reward = shared.get("reward")  # the shared dict's float: one object for all the 1.0s
+    if reward is None and len(shared) == 1 and "reward" not in (raw_rewards or {}):
+        reward = next(iter(shared.values()))
     own_name = trial_name or dir_name
     if own_name == rel:
         own_name = rel  # one string for both
@@ -215,7 +216,7 @@ def _fast(rel: str, dir_name: str, raw: dict[str, Any], mtime: float | None) -> 
     return build_trial((
         own_name, _intern(task), rel,
         TrialStatus.valid if reward is not None else TrialStatus.errored,
-        reward, _share_rewards(rewards),
+        reward, shared,
         _intern(exc_type) if exc_type else exc_type, exc_msg,
         failure_class(exc_type),
         None if reward is not None or exc_type else NO_REWARD_NOR_EXCEPTION,
@@ -257,6 +258,7 @@ _STATUS_POS = _RECORD.index("status")
 _SHARED_POS = tuple(i for i, f in enumerate(_RECORD) if f in _SHARED_STR)
 _REWARDS_POS = _RECORD.index("rewards")
 _NAME_POS = _RECORD.index("trial_name")
+_REWARD_POS = _RECORD.index("reward")
 
 
 _get_record = attrgetter(*_RECORD)
@@ -288,7 +290,10 @@ def decode(rel: str, data: bytes) -> Trial:
     for i in _SHARED_POS:
         if row[i] is not None:
             row[i] = _intern(row[i])
-    row[_REWARDS_POS] = _share_rewards(row[_REWARDS_POS])
+    shared = row[_REWARDS_POS] = _share_rewards(row[_REWARDS_POS])
+    reward = row[_REWARD_POS]
+    if reward is not None and shared.get("reward") == reward:
+        row[_REWARD_POS] = shared["reward"]
     if row[_NAME_POS] == rel:
         row[_NAME_POS] = rel
     values: list[Any] = [None] * len(FIELDS)

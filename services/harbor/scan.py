@@ -438,8 +438,8 @@ class HarborScanner:
         self._ring: list[str] = []  # finished trials in the order they are re-verified
         self._ring_at = array("d")  # when each was last verified (wall clock)
         self._cursor = 0
-        self._top: set[str] = set()  # the job dir's listing at the last scan
-        self._names: list[str] = []  # the same, as os.listdir gave it
+        self._names: list[str] = []  # the job dir's listing at the last scan, as os.listdir gave it
+        self._reclassify: set[str] = set()  # names to look at again on the next scan
         self._folders: set[str] = set()  # depth-1 dirs that are not trial dirs (listed every scan)
         self._links: set[str] = set()  # depth-1 symlinks (never followed; noted every scan)
         self._folder_rels: dict[str, set[str]] = {}  # folder → the staged trial dirs found in it
@@ -482,7 +482,7 @@ class HarborScanner:
     def _reset(self) -> None:
         self.index = TrialIndex(self.policy)
         self.keys, self.volatile, self._folders = {}, set(), set()
-        self._top, self._links, self._folder_rels, self._names = set(), set(), {}, []
+        self._links, self._folder_rels, self._names, self._reclassify = set(), {}, [], set()
         self._ring, self._ring_at, self._cursor = [], array("d"), 0
         self._last, self._last_scan, self._job_keys, self._full_next = None, None, (), True
         self._pending_lazy = None
@@ -527,8 +527,7 @@ class HarborScanner:
             problems.append(f"cannot list {self.job_dir}: {exc.strerror or exc}")
             return [], False
         out: list[TrialLoc] = []
-        self._top = {e.name for e in entries}
-        self._names = []
+        self._names = [e.name for e in entries]  # (sorted: the next listing differs once, in order only)
         self._folders, self._links, self._folder_rels = set(), set(), {}
         for entry in entries:
             found = list(_classify(entry, real_job, problems))
@@ -556,15 +555,17 @@ class HarborScanner:
             problems.append(f"cannot list {self.job_dir}: {exc.strerror or exc}")
             return [], False, []
         keys = self.keys
+        current: set[str] | None = None  # None: the same names as the last scan
         if names == self._names:
             # the same listing in the same order (the common poll): nothing came or went
-            current, added, gone = self._top, set(), set()
+            added, gone = set(), set()
         else:
-            current = set(names)
-            added = current - self._top
-            gone = self._top - current
-            self._top = current
+            current, before = set(names), set(self._names)
+            added = current - before
+            gone = before - current
             self._names = names
+        added |= self._reclassify
+        self._reclassify = set()
         due = self._due(now)
         removed: list[str] = []
         for name in gone:
@@ -576,7 +577,9 @@ class HarborScanner:
         real_job = os.path.realpath(self.job_dir)
         out: list[TrialLoc] = []
         # in name order, so the notes read as a full pass lists them
-        for name in sorted(added | (self._folders & current) | (self._links & current)):
+        folders = self._folders if current is None else self._folders & current
+        links = self._links if current is None else self._links & current
+        for name in sorted(added | folders | links):
             entry = _LEntry(name, os.path.join(self.job_dir, name))
             found = list(_classify(entry, real_job, problems))
             was = self._folder_rels.get(name, set())
@@ -589,7 +592,7 @@ class HarborScanner:
                 self._folder_rels.pop(name, None)
             out.extend(found)
         for rel in self.volatile | due:
-            if "/" in rel or rel in added or rel not in keys or rel not in current:
+            if "/" in rel or rel in added or rel not in keys or (current is not None and rel not in current):
                 continue  # staged copies come with their folder's listing; new ones are above
             path = os.path.join(self.job_dir, rel)
             is_trial, rkey, error = _trial_key(path)
@@ -597,8 +600,7 @@ class HarborScanner:
                 out.append(TrialLoc(rel, path, rel, rkey, error))
             else:
                 removed.append(rel)
-                self._top.discard(rel)  # seen again as a new entry next scan, classified afresh
-                self._names = []
+                self._reclassify.add(rel)  # classified afresh next scan (a folder now?)
         return out, True, removed
 
     def _scan(self, source_label: str, progress: ProgressFn) -> tuple[Experiment, dict]:
