@@ -645,7 +645,7 @@ class HarborScanner:
             lazy = self._lazy_experiment(digest, new_keys, problems, source_label, now, t0)
             if lazy is not None:
                 return lazy
-            persisted = self._from_cache({loc.rel: key for loc, _, key in checked if _persistable(key)})
+            persisted = self._from_cache(new_keys)  # (the first scan: every trial is in `checked`)
         changed: list[Trial] = []
         replaced: list[Trial] = []
         to_parse: list[tuple[TrialLoc, _FileKey, int]] = []
@@ -845,7 +845,7 @@ class HarborScanner:
             return out
         for rel, key, rec in self.cache.rows(self.job_dir):
             want = wanted.get(rel)
-            if want is None or key != _key_bytes(want):
+            if want is None or not _persistable(want) or key != _key_bytes(want):
                 continue
             try:
                 out[rel] = decode(rel, rec)
@@ -854,10 +854,10 @@ class HarborScanner:
         return out
 
     def _materialize(self, order: dict[str, int]) -> list[Trial]:
-        cached = self._from_cache({rel: key for rel, key in order.items() if _persistable(key)})
+        cached = self._from_cache(order)
         trials: list[Trial] = []
         for rel in order:
-            trial = cached.get(rel)
+            trial = cached.pop(rel, None)
             if trial is None:  # the cache lost it since: read the files
                 path = os.path.join(self.job_dir, rel)
                 _, rkey, error = _trial_key(path)
