@@ -14,10 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import IO, TYPE_CHECKING, Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
@@ -35,7 +32,9 @@ from services.core.registry import open_source, open_sources
 from services.core.source import Source, SourceUnavailable
 from services.remediations.errors import StepFailed, WriteRefused
 
-if TYPE_CHECKING:  # the write path loads only for the commands that write
+if TYPE_CHECKING:  # the write path and rich load only for the commands and formats that use them
+    from rich.console import Console
+
     from services.remediations.records import Plan
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
@@ -64,6 +63,27 @@ class Progress:
             frac = f" {done}/{total}" if total else ""
             self.err.write(f"evaldesk: {message}{frac}\n")
         self.err.flush()
+
+
+class _LazyConsole:
+    """A rich Console made on first use: json output never pays for importing rich."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return getattr(self._console, name)
+
+
+def _table(**kwargs: Any) -> Any:
+    from rich.table import Table
+
+    return Table(**kwargs)
 
 
 def _dump(obj: Any) -> str:
@@ -123,7 +143,7 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     read_only = bool(args.read_only or config.read_only)
     # piped tables keep whole lines (COLUMNS, else wide) so grep and diff see one row per line
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
-    console = Console(file=out, width=width, no_color=not out.isatty())
+    console = cast("Console", _LazyConsole(file=out, width=width, no_color=not out.isatty()))
     cmd = args.command
     if cmd == "dedupe" and args.apply and read_only:
         err.write("evaldesk: --apply refused: read-only mode is on (--read-only or read_only = true in config)\n")
@@ -199,7 +219,7 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
         for row in rows:
             out.write(_dump(row) + "\n")
     else:
-        t = Table(title=f"{len(rows)} experiment(s)", title_justify="left", expand=False)
+        t = _table(title=f"{len(rows)} experiment(s)", title_justify="left", expand=False)
         for col in ("id", "benchmark", "model", "state", "valid/exp", "score", "err%", "verdict", "age"):
             t.add_column(col, overflow="fold")
         for (_, e), row in zip(exps, rows, strict=True):
@@ -225,7 +245,7 @@ async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]
             out.write(_dump(report_json(r)) + "\n")
     else:
         for r in reports:
-            t = Table(title=f"{r.id}  verdict: {r.verdict.upper()}", title_justify="left", expand=False)
+            t = _table(title=f"{r.id}  verdict: {r.verdict.upper()}", title_justify="left", expand=False)
             t.add_column("", no_wrap=True)
             t.add_column("check", no_wrap=True)
             t.add_column("evidence", overflow="fold")
@@ -260,7 +280,7 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
         for e, t in selected:
             out.write(_dump(trial_json(e, t)) + "\n")
     else:
-        tb = Table(title=f"{len(selected)} trial attempt(s)", title_justify="left", expand=False)
+        tb = _table(title=f"{len(selected)} trial attempt(s)", title_justify="left", expand=False)
         for col in ("experiment", "task", "trial", "#", "reward", "status", "exception", "class", "dur"):
             tb.add_column(col, overflow="fold")
         for e, t in selected:
