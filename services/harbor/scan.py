@@ -641,10 +641,12 @@ class HarborScanner:
         persisted: dict[str, Trial] = {}
         digest: bytes | None = None
         if self._last is None and self.cache is not None and listed:
-            digest = _digest(new_keys)
-            lazy = self._lazy_experiment(digest, new_keys, problems, source_label, now, t0)
-            if lazy is not None:
-                return lazy
+            stored = self.cache.summary(self.job_dir)
+            if stored is not None:  # (a first read ever has none: no digest to compute)
+                digest = _digest(new_keys)
+                lazy = self._lazy_experiment(stored, digest, new_keys, problems, source_label, now, t0)
+                if lazy is not None:
+                    return lazy
             persisted = self._from_cache(new_keys)  # (the first scan: every trial is in `checked`)
         changed: list[Trial] = []
         replaced: list[Trial] = []
@@ -668,9 +670,11 @@ class HarborScanner:
         unsaved = 0
         if to_parse:
             progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
-            # a big cold read splits the files with a forked helper on a second core
-            helper = _Helper.start(to_parse[total // 2:]) if total >= PARALLEL_MIN else None
-            mine = to_parse[: total // 2] if helper is not None else to_parse
+            # a big cold read splits the files with a forked helper on a second core; the helper
+            # takes the larger share, as the scanner also decodes its records and writes the cache
+            split = total * 2 // 5
+            helper = _Helper.start(to_parse[split:]) if total >= PARALLEL_MIN else None
+            mine = to_parse[: split] if helper is not None else to_parse
             chunk = 2000
             done = 0
             for i in range(0, len(mine), chunk):
@@ -682,7 +686,7 @@ class HarborScanner:
                     put = []
                 progress(done, total, "reading trials")
             if helper is not None:
-                for (loc, ckey, key), rec in zip(to_parse[total // 2:], helper.collect(), strict=True):
+                for (loc, ckey, key), rec in zip(to_parse[split:], helper.collect(), strict=True):
                     got: Trial | None = None
                     if rec is not None:
                         try:
@@ -808,14 +812,12 @@ class HarborScanner:
         exp.__dict__["verified_at"] = self.verified_at
         return exp
 
-    def _lazy_experiment(self, digest: bytes, new_keys: dict[str, int],
+    def _lazy_experiment(self, stored: tuple[bytes, bytes], digest: bytes, new_keys: dict[str, int],
                          problems: list[str], source_label: str, now: float, t0: float
                          ) -> tuple[Experiment, dict] | None:
         """When the cache's summary of this job has the same digest, the Experiment comes from
         its census, and the trials are read from the cache only if something asks for them."""
-        assert self.cache is not None
-        stored = self.cache.summary(self.job_dir)
-        if stored is None or stored[0] != digest:
+        if stored[0] != digest:
             return None
         try:
             census = census_from(stored[1])
