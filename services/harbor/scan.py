@@ -203,10 +203,14 @@ def find_job_dirs(root: str) -> list[str]:
 @dataclass(slots=True)
 class TrialLoc:
     rel: str
-    abs: str
+    job: str  # the job dir (one string shared by all: a path per trial would be ~10 MB at 100k)
     name: str
     rkey: _FileKey = None  # result.json's key, None when absent
     error: str | None = None  # the trial dir cannot be read: why
+
+    @property
+    def abs(self) -> str:
+        return f"{self.job}/{self.rel}"
 
 
 def _trial_key(path: str) -> tuple[bool, _FileKey, str | None]:
@@ -239,10 +243,11 @@ def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
         problems.append(f"cannot list {job_dir}: {exc.strerror or exc}")
         return
     for entry in top:
-        yield from _classify(entry, real_job, problems)
+        yield from _classify(entry, job_dir, real_job, problems)
 
 
-def _classify(entry: os.DirEntry[str] | _LEntry, real_job: str, problems: list[str]) -> Iterator[TrialLoc]:
+def _classify(entry: os.DirEntry[str] | _LEntry, job_dir: str, real_job: str,
+              problems: list[str]) -> Iterator[TrialLoc]:
     if entry.name == QUARANTINE_DIR:
         return
     # hidden folders (.git, caches) are skipped, but a task may legitimately start with a dot
@@ -260,7 +265,7 @@ def _classify(entry: os.DirEntry[str] | _LEntry, real_job: str, problems: list[s
         return
     is_trial, rkey, error = _trial_key(entry.path)
     if is_trial:
-        yield TrialLoc(entry.name, entry.path, entry.name, rkey, error)
+        yield TrialLoc(entry.name, job_dir, entry.name, rkey, error)
         return
     try:
         inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
@@ -274,7 +279,7 @@ def _classify(entry: os.DirEntry[str] | _LEntry, real_job: str, problems: list[s
             rel = f"{entry.name}/{sub.name}"
             is_trial, rkey, error = _trial_key(sub.path)
             if is_trial:
-                yield TrialLoc(rel, sub.path, sub.name, rkey, error)
+                yield TrialLoc(rel, job_dir, sub.name, rkey, error)
 
 
 class _LEntry:
@@ -530,7 +535,7 @@ class HarborScanner:
         self._names = [e.name for e in entries]  # (sorted: the next listing differs once, in order only)
         self._folders, self._links, self._folder_rels = set(), set(), {}
         for entry in entries:
-            found = list(_classify(entry, real_job, problems))
+            found = list(_classify(entry, self.job_dir, real_job, problems))
             self._learn(entry, found)
             out.extend(found)
         return out, True
@@ -581,7 +586,7 @@ class HarborScanner:
         links = self._links if current is None else self._links & current
         for name in sorted(added | folders | links):
             entry = _LEntry(name, os.path.join(self.job_dir, name))
-            found = list(_classify(entry, real_job, problems))
+            found = list(_classify(entry, self.job_dir, real_job, problems))
             was = self._folder_rels.get(name, set())
             self._learn(entry, found)
             now_rels = {loc.rel for loc in found}
@@ -597,7 +602,7 @@ class HarborScanner:
             path = os.path.join(self.job_dir, rel)
             is_trial, rkey, error = _trial_key(path)
             if is_trial:
-                out.append(TrialLoc(rel, path, rel, rkey, error))
+                out.append(TrialLoc(rel, self.job_dir, rel, rkey, error))
             else:
                 removed.append(rel)
                 self._reclassify.add(rel)  # classified afresh next scan (a folder now?)
@@ -652,7 +657,8 @@ class HarborScanner:
         replaced: list[Trial] = []
         to_parse: list[tuple[TrialLoc, _FileKey, int]] = []
         stats_hits = 0
-        for loc, ckey, key in checked:
+        for item in checked:
+            loc, ckey, key = item
             rel = loc.rel
             if keys.get(rel) == key and rel in by_path:
                 continue
@@ -664,7 +670,7 @@ class HarborScanner:
                     replaced.append(old)
                 changed.append(trial)
                 continue
-            to_parse.append((loc, ckey, key))
+            to_parse.append(item)
         total = len(to_parse)
         put: list[tuple[str, bytes, bytes]] = []
         unsaved = 0
@@ -863,7 +869,7 @@ class HarborScanner:
             if trial is None:  # the cache lost it since: read the files
                 path = os.path.join(self.job_dir, rel)
                 _, rkey, error = _trial_key(path)
-                loc = TrialLoc(rel, path, os.path.basename(rel), rkey, error)
+                loc = TrialLoc(rel, self.job_dir, os.path.basename(rel), rkey, error)
                 trial = _load_trial(loc, _key(path + "/config.json"))
             trials.append(trial)
         collapse_copies(trials)
