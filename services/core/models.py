@@ -126,8 +126,9 @@ class Experiment(BaseModel):
     # a source may hand over an Experiment whose trials are read on first use of `trials`
     # (a batch audit of an unchanged job needs its census, not 100k Trial objects)
     _trials_loader: Any = PrivateAttr(default=None)
-    # set by a source that built this Experiment from the previous one: (previous, trials gone,
-    # trials new or changed), so a consumer of every poll can do work in proportion to the change
+    # set by a source that built this Experiment from the previous one: (previous, trials gone or
+    # replaced, trials new or changed, trials whose copy mark may have moved), so a consumer of
+    # every poll can do work in proportion to the change
     _delta: Any = PrivateAttr(default=None)
 
     if not TYPE_CHECKING:

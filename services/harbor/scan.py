@@ -762,7 +762,7 @@ class HarborScanner:
         exp = self._assemble(trials, self.index, problems, source_label)
         if self._last is not None:
             self._last._delta = None  # one step of history, never a chain of old Experiments
-            exp._delta = (self._last, gone_trials + replaced, [*changed, *self.index.touched])
+            exp._delta = (self._last, gone_trials + replaced, changed, self.index.touched)
         self._last = exp
         stats["seconds"] = time.perf_counter() - t0
         return exp, stats

@@ -12,6 +12,7 @@ disk by itself: time comes from an injected clock and file activity from
 from __future__ import annotations
 
 import threading
+from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,15 +54,13 @@ class ExperimentSeries:
     active: dict[str, MonitorWarning] = field(default_factory=dict)
     fired: deque[MonitorWarning] = field(default_factory=lambda: deque(maxlen=200))
     first_seen: dict[str, float] = field(default_factory=dict)
-    # path -> the finished trial counted in the sums below (Trials never change their figures
-    # in place, so it tells what to take back out when the trial changes or goes)
-    done: dict[str, Trial] = field(default_factory=dict)
     # what the last poll's trials added up to, kept current by the source's delta (see _tally)
     fed: Experiment | None = None
     successes: float = 0.0
     valid_sum: float = 0.0
-    finish_times: list[float] = field(default_factory=list)  # sorted
+    finish_times: array[float] = field(default_factory=lambda: array("d"))  # sorted
     running_trials: dict[str, Trial] = field(default_factory=dict)
+    copies: set[str] = field(default_factory=set)  # staged copies, left out of the sums
 
     def values(self, state: str) -> list[int]:
         return [s.count(state) for s in self.samples]
@@ -243,54 +242,68 @@ class MonitorState:
         if exp is series.fed:
             return
         if delta is not None and delta[0] is series.fed and series.fed is not None:
-            _, gone, new = delta
+            # (previous, trials gone or replaced, trials new or changed, trials whose copy mark may
+            # have moved): what was counted comes out as it was counted, then goes back in as it is
+            _, gone, changed, touched = delta
+            fresh = {id(t) for t in changed}
             for t in gone:
-                self._forget(series, t.path)
-            latest = {t.path: t for t in new}
-            for path, t in latest.items():
-                self._forget(series, path)
+                self._uncount(series, t)
+            for t in touched:
+                if id(t) not in fresh:
+                    self._uncount(series, t)
+                    self._count(series, t)
+            for t in changed:
                 self._count(series, t)
         else:
             series.successes = series.valid_sum = 0.0
-            series.finish_times, series.running_trials = [], {}
-            series.done = {}
+            series.running_trials, series.copies = {}, set()
+            times: list[float] = []
             for t in exp.trials:
-                self._count(series, t, bulk=True)
-            series.finish_times.sort()
+                self._count(series, t, times)
+            times.sort()
+            series.finish_times = array("d", times)
         series.fed = exp
 
     @staticmethod
-    def _forget(series: ExperimentSeries, path: str) -> None:
-        t = series.done.pop(path, None)
-        if t is not None:
-            o = _outcome(t)
-            series.successes -= o
-            if t.status == TrialStatus.valid:
-                series.valid_sum -= o
-            at = _ts(t.finished_at) or t.mtime
-            if at is not None:
-                i = bisect_left(series.finish_times, at)
-                if i < len(series.finish_times) and series.finish_times[i] == at:
-                    del series.finish_times[i]
-        series.running_trials.pop(path, None)
+    def _uncount(series: ExperimentSeries, t: Trial) -> None:
+        """Take out what `t` added when it was counted (Trials never change their figures in
+        place; only the copy mark moves, and the copies set remembers it)."""
+        path = t.path
+        if series.running_trials.get(path) is t:
+            del series.running_trials[path]
+            return
+        if path in series.copies:
+            series.copies.discard(path)
+            return
+        if t.status == TrialStatus.running:
+            return
+        o = _outcome(t)
+        series.successes -= o
+        if t.status == TrialStatus.valid:
+            series.valid_sum -= o
+        at = _ts(t.finished_at) or t.mtime
+        if at is not None:
+            i = bisect_left(series.finish_times, at)
+            if i < len(series.finish_times) and series.finish_times[i] == at:
+                del series.finish_times[i]
 
     @staticmethod
-    def _count(series: ExperimentSeries, t: Trial, bulk: bool = False) -> None:
+    def _count(series: ExperimentSeries, t: Trial, times: list[float] | None = None) -> None:
         if t.copy_of is not None:
+            series.copies.add(t.path)
             return
         status = t.status
         if status == TrialStatus.running:
             series.running_trials[t.path] = t
             return
-        series.done[t.path] = t
         o = _outcome(t)
         series.successes += o
         if status == TrialStatus.valid:
             series.valid_sum += o
         at = _ts(t.finished_at) or t.mtime
         if at is not None:
-            if bulk:
-                series.finish_times.append(at)  # sorted once at the end of the pass
+            if times is not None:
+                times.append(at)  # a full pass sorts them once at its end
             else:
                 insort(series.finish_times, at)
 
