@@ -851,9 +851,14 @@ class HarborScanner:
         out: dict[str, Trial] = {}
         if self.cache is None:
             return out
-        for rel, key, rec in self.cache.rows(self.job_dir):
-            want = wanted.get(rel)
-            if want is None or not _persistable(want) or key != _key_bytes(want):
+        # the Trials keep the scan's own name strings, not a second copy of each from the cache
+        canon = {rel: rel for rel in wanted}
+        for row_rel, key, rec in self.cache.rows(self.job_dir):
+            rel = canon.get(row_rel)
+            if rel is None:
+                continue
+            want = wanted[rel]
+            if not _persistable(want) or key != _key_bytes(want):
                 continue
             try:
                 out[rel] = decode(rel, rec)
