@@ -395,34 +395,36 @@ class _Helper:
                 os._exit(code)
         return cls(pid, out, len(share))
 
-    def collect(self) -> list[bytes | None]:
-        """One cache record (or None: read that one here) per file of the share, in order."""
+    def collect(self) -> Iterator[bytes | None]:
+        """One cache record (or None: read that one here) per file of the share, in order,
+        each made as it is asked for (a list of them all would outlive the read as debris)."""
         try:
             _, status = os.waitpid(self.pid, 0)
             if status != 0:
-                return [None] * self.n
-            self.out.seek(0)
-            data = self.out.read()
+                data = b""
+            else:
+                self.out.seek(0)
+                data = self.out.read()
         except OSError:
-            return [None] * self.n
+            data = b""
         finally:
             self.out.close()
         return _records(data, self.n)
 
 
-def _records(data: bytes, n: int) -> list[bytes | None]:
-    out: list[bytes | None] = []
-    pos = 0
-    while pos + 4 <= len(data) and len(out) < n:
+def _records(data: bytes, n: int) -> Iterator[bytes | None]:
+    pos = given = 0
+    while pos + 4 <= len(data) and given < n:
         size = int.from_bytes(data[pos: pos + 4], "little")
         pos += 4
+        given += 1
         if size == 0xFFFFFFFF:
-            out.append(None)
+            yield None
             continue
-        out.append(data[pos: pos + size] if pos + size <= len(data) else None)
+        yield data[pos: pos + size] if pos + size <= len(data) else None
         pos += size
-    out += [None] * (n - len(out))
-    return out
+    for _ in range(n - given):
+        yield None
 
 
 _JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env", "configs")
