@@ -35,6 +35,7 @@ class HarborSource:
         self.cache: ParseCache | None = (cache if isinstance(cache, ParseCache)
                                          else ParseCache(self.root) if cache else None)
         self._scanners: dict[str, HarborScanner] = {}
+        self._present: set[str] | None = None  # the job dirs the last scan found
         self._fs = LocalFS()
 
     async def evidence(self, exp: Experiment, trial: Trial) -> TrialEvidence:
@@ -74,6 +75,10 @@ class HarborSource:
                 stats[k] += st.get(k, 0)
         for gone in set(self._scanners) - set(job_dirs):
             del self._scanners[gone]
+        present = set(job_dirs) | {path for path, _ in unreadable}
+        if self.cache is not None and present != self._present:
+            self._present = present
+            self.cache.forget_jobs_except(present)  # job dirs gone from the root leave the cache
         if self.cache is not None and self.cache.problem:
             stats["cache_problem"] = self.cache.problem  # type: ignore[assignment]
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)

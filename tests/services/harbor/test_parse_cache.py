@@ -262,3 +262,19 @@ def test_a_big_cold_read_split_with_a_helper_process_gives_the_same_trials(
     assert snap.stats["files_read"] == 42
     assert HarborSource(d).scan_sync().stats["files_read"] == 0
     assert _figures(d) == serial
+
+
+def test_a_job_dir_gone_from_the_root_leaves_the_cache(tmp_path: Path) -> None:
+    import shutil
+
+    d = _job(tmp_path)
+    other = JobBuilder(tmp_path / "jobs", "dev_set_v2_other_2026-01-01__00-00-00")
+    other.add("x", 1.0)
+    o = other.write()
+    root = tmp_path / "jobs"
+    HarborSource(root).scan_sync()
+    cache = ParseCache(str(root))
+    assert cache.load(str(o)) and cache.load(str(d))
+    shutil.rmtree(o)
+    HarborSource(root).scan_sync()
+    assert cache.load(str(o)) == {} and cache.load(str(d))
