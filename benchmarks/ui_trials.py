@@ -25,6 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import tui  # noqa: F401  (before textual: the console's frame rate, as `evaldesk` runs it)
+
+# isort: split
 from textual import events
 from textual.app import App, ComposeResult
 from textual.screen import Screen
