@@ -278,3 +278,25 @@ def test_a_job_dir_gone_from_the_root_leaves_the_cache(tmp_path: Path) -> None:
     shutil.rmtree(o)
     HarborSource(root).scan_sync()
     assert cache.load(str(o)) == {} and cache.load(str(d))
+
+
+@pytest.mark.parametrize("helper", [True, False], ids=["with-helper", "alone"])
+def test_a_big_first_read_made_from_records_gives_the_same_trials(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper: bool) -> None:
+    import services.harbor.scan as scan_mod
+
+    d = _job(tmp_path, n=30)
+    (d / "half__AAAAAAA").mkdir()
+    (d / "half__AAAAAAA" / "result.json").write_text('{"task_name": "half", "verifier_res')
+    foreign = os.fsencode(str(d)) + b"/caf\xe9__FFFFFFF"
+    os.mkdir(foreign)
+    with open(foreign + b"/result.json", "wb") as fh:
+        fh.write(b'{"verifier_result": {"rewards": {"reward": 1.0}}}')
+    serial = _figures(d, cache=False)
+    monkeypatch.setattr(scan_mod, "SETTLE_MIN", 4)
+    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4 if helper else 10**9)
+    assert _figures(d, cache=False) == serial
+    first = HarborSource(d).scan_sync()
+    assert first.stats["files_read"] == 33
+    assert HarborSource(d).scan_sync().stats["files_read"] == 1  # only the foreign name is read again
+    assert _figures(d) == serial
