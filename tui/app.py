@@ -52,6 +52,19 @@ from tui.messages import (
 from tui.palette import EvaldeskCommands
 
 DEMO_LABEL = "demo"
+TRIM_MIN_TRIALS = 20_000
+
+
+def give_back_memory() -> None:
+    """Return freed heap pages to the system (glibc's malloc_trim; nothing elsewhere)."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        return
 LOG_LIMIT = 500
 
 
@@ -129,6 +142,7 @@ class EvaldeskApp(App[int]):
         self._experiments: dict[str, Experiment] = {}
         self.scan_state: dict[str, tuple[int, int | None]] = {}
         self._scanning: set[str] = set()
+        self._trimmed: set[str] = set()  # sources whose first big read was handed back
         self._rescan: set[str] = set()
         self.last_refresh: datetime | None = None
         self.last_scan_seconds: dict[str, float] = {}
@@ -418,6 +432,10 @@ class EvaldeskApp(App[int]):
         # 100k parsed trials stay alive between scans; a full cyclic GC over them stalls a key
         # press by ~0.5 s, so what exists now is moved out of the collector's generations
         gc.freeze()
+        if label not in self._trimmed and sum(len(e.trials) for e in snap.experiments) >= TRIM_MIN_TRIALS:
+            # the first big read leaves freed heap pages that glibc keeps: hand them back once
+            self._trimmed.add(label)
+            give_back_memory()
         self._scan_done(label)
 
     def _scan_done(self, label: str) -> None:
