@@ -127,7 +127,8 @@ class TrialIndex:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.by_path: dict[str, Trial] = {}
-        # a name nearly always has one trial: kept bare, a list only for a staged copy's group
+        # Trials found by name: a trial whose name is its own path (nearly all) is found through
+        # by_path; by_name holds the others (staged copies, renamed dirs), bare or as a list
         self.by_name: dict[str, Trial | list[Trial]] = {}
         self.by_task: dict[str, list[Trial]] = {}  # copies included
         self.census = take_census((), policy)
@@ -137,7 +138,8 @@ class TrialIndex:
         self.by_path = {t.path: t for t in trials}
         self.by_name, self.by_task = {}, {}
         for t in self.by_path.values():
-            _put(self.by_name, t.trial_name, t)
+            if t.trial_name != t.path:
+                _put(self.by_name, t.trial_name, t)
             self.by_task.setdefault(t.task_name, []).append(t)
         trials_list = list(self.by_path.values())
         collapse_copies(trials_list)
@@ -152,7 +154,7 @@ class TrialIndex:
         names = {t.trial_name for t in removed} | {t.trial_name for t in added}
         tasks = {t.task_name for t in removed} | {t.task_name for t in added}
         for n in names:  # a copy mark can move a trial of another task in or out of the counts
-            tasks.update(t.task_name for t in _members(self.by_name, n))
+            tasks.update(t.task_name for t in self._named(n))
         add = self.census.add
         for task in tasks:
             for t in self.by_task.get(task, ()):
@@ -160,23 +162,33 @@ class TrialIndex:
         for t in removed:
             if self.by_path.get(t.path) is t:
                 del self.by_path[t.path]
-            _drop_named(self.by_name, t.trial_name, t)
+            if t.trial_name != t.path:
+                _drop_named(self.by_name, t.trial_name, t)
             _drop(self.by_task, t.task_name, t)
         for t in added:
             self.by_path[t.path] = t
-            _put(self.by_name, t.trial_name, t)
+            if t.trial_name != t.path:
+                _put(self.by_name, t.trial_name, t)
             self.by_task.setdefault(t.task_name, []).append(t)
         for n in names:
-            group = _members(self.by_name, n)
+            group = self._named(n)
             if group:
                 collapse_copies(group)
         # every trial whose copy mark may have moved: what a delta consumer must look at again
-        self.touched = [t for n in names for t in _members(self.by_name, n)]
+        self.touched = [t for n in names for t in self._named(n)]
         for task in tasks:
             members = self.by_task.get(task, [])
             number_attempts(members)
             for t in members:
                 add(t, +1)
+
+    def _named(self, name: str) -> list[Trial]:
+        """Every trial called `name`, in the order they were added."""
+        group = list(_members(self.by_name, name))  # (a copy: the stored list stays as it is)
+        own = self.by_path.get(name)
+        if own is not None and own.trial_name == name:
+            group.insert(0, own)
+        return group
 
     @property
     def trials(self) -> list[Trial]:
