@@ -367,7 +367,7 @@ def _ckey(loc: TrialLoc, ckey: _FileKey) -> _FileKey:
 
 
 PARALLEL_MIN = 4000  # below this a second process costs more than it saves
-SETTLE_MIN = 20_000  # a first read this big makes its Trials once the parsing is done
+SETTLE_MIN = 50_000  # a first read this big makes its Trials once the parsing is done (memory)
 
 
 class _Helper:
