@@ -370,7 +370,7 @@ PARALLEL_MIN = 4000  # below this a second process costs more than it saves
 SETTLE_MIN = 50_000  # a first read this big makes its Trials once the parsing is done (memory)
 
 
-class _Helper:
+class _ForkedReader:
     """Half of a big cold read done by a forked child on another core: it reads and parses its
     share and writes each Trial's cache record to a temp file the parent decodes (~5x cheaper
     than parsing). Anything that goes wrong in the child only means the parent reads that
@@ -380,7 +380,7 @@ class _Helper:
         self.pid, self.out, self.n = pid, out, n
 
     @classmethod
-    def start(cls, share: list[tuple[TrialLoc, _FileKey, int]]) -> _Helper | None:
+    def start(cls, share: list[tuple[TrialLoc, _FileKey, int]]) -> _ForkedReader | None:
         if sys.platform != "linux" or (os.cpu_count() or 1) < 2 or not share:
             return None
         try:
@@ -411,7 +411,7 @@ class _Helper:
         return cls(pid, out, len(share))
 
     def collect_data(self) -> bytes:
-        """Everything the helper wrote (length-prefixed records), or b"" when it failed."""
+        """Everything the forked reader wrote (length-prefixed records), or b"" when it failed."""
         try:
             _, status = os.waitpid(self.pid, 0)
             if status != 0:
@@ -716,11 +716,11 @@ class HarborScanner:
             settled = True
         if to_parse:
             progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
-            # a big cold read splits the files with a forked helper on a second core; the helper
+            # a big cold read splits the files with a forked reader on a second core; the forked reader
             # takes the larger share, as the scanner also decodes its records and writes the cache
             split = total * 2 // 5
-            helper = _Helper.start(to_parse[split:]) if total >= PARALLEL_MIN else None
-            mine = to_parse[: split] if helper is not None else to_parse
+            reader = _ForkedReader.start(to_parse[split:]) if total >= PARALLEL_MIN else None
+            mine = to_parse[: split] if reader is not None else to_parse
             chunk = 2000
             done = 0
             for i in range(0, len(mine), chunk):
@@ -731,15 +731,15 @@ class HarborScanner:
                     self.cache.store(self.job_dir, put, [])  # chunk by chunk: memory stays flat
                     put = []
                 progress(done, total, "reading trials")
-            if helper is not None:
-                for (loc, ckey, key), rec in zip(to_parse[split:], helper.collect(), strict=True):
+            if reader is not None:
+                for (loc, ckey, key), rec in zip(to_parse[split:], reader.collect(), strict=True):
                     got: Trial | None = None
                     if rec is not None:
                         try:
                             got = decode(loc.rel, rec)
                         except (ValueError, KeyError, TypeError, IndexError):
                             got = None
-                    if got is None:  # the helper could not hand this one over: read it here
+                    if got is None:  # the forked reader could not hand this one over: read it here
                         got = _load_trial(loc, _ckey(loc, ckey))
                         rec = None
                     unsaved += self._take(loc, ckey, key, got, changed, replaced, put, rec)
@@ -816,10 +816,10 @@ class HarborScanner:
         that could not be cached. Records travel in two flat buffers, not one object each."""
         total = len(to_parse)
         split = total * 2 // 5
-        helper = _Helper.start(to_parse[split:]) if total >= PARALLEL_MIN else None
-        mine = split if helper is not None else total
+        reader = _ForkedReader.start(to_parse[split:]) if total >= PARALLEL_MIN else None
+        mine = split if reader is not None else total
         buf = bytearray()
-        spans = array("q")  # start, end of each record in buf (or in the helper's data); -1: none
+        spans = array("q")  # start, end of each record in buf (or in the forked reader's data); -1: none
         direct: dict[int, Trial] = {}
         for j in range(mine):
             loc, ckey, _ = to_parse[j]
@@ -835,10 +835,10 @@ class HarborScanner:
             if j % 2000 == 0:
                 progress(j, total, "reading trials")
         theirs = b""
-        if helper is not None:
-            theirs = helper.collect_data()
+        if reader is not None:
+            theirs = reader.collect_data()
             pos = 0
-            for j in range(mine, total):  # the helper's records, in order; a gap is read here
+            for j in range(mine, total):  # the forked reader's records, in order; a gap is read here
                 size = int.from_bytes(theirs[pos: pos + 4], "little") if pos + 4 <= len(theirs) else -1
                 if size < 0 or size == 0xFFFFFFFF or pos + 4 + size > len(theirs):
                     loc, ckey, _ = to_parse[j]

@@ -248,7 +248,7 @@ def test_the_policy_used_by_the_audit_is_not_cached(tmp_path: Path) -> None:
     assert audit_experiment(exp, strict).error_fraction == audit_experiment(fresh, strict).error_fraction
 
 
-def test_a_big_cold_read_split_with_a_helper_process_gives_the_same_trials(
+def test_a_big_cold_read_split_with_a_forked_reader_gives_the_same_trials(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import services.harbor.scan as scan_mod
 
@@ -280,9 +280,9 @@ def test_a_job_dir_gone_from_the_root_leaves_the_cache(tmp_path: Path) -> None:
     assert cache.load(str(o)) == {} and cache.load(str(d))
 
 
-@pytest.mark.parametrize("helper", [True, False], ids=["with-helper", "alone"])
+@pytest.mark.parametrize("forked", [True, False], ids=["with-a-forked-reader", "alone"])
 def test_a_big_first_read_made_from_records_gives_the_same_trials(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper: bool) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: bool) -> None:
     import services.harbor.scan as scan_mod
 
     d = _job(tmp_path, n=30)
@@ -294,7 +294,7 @@ def test_a_big_first_read_made_from_records_gives_the_same_trials(
         fh.write(b'{"verifier_result": {"rewards": {"reward": 1.0}}}')
     serial = _figures(d, cache=False)
     monkeypatch.setattr(scan_mod, "SETTLE_MIN", 4)
-    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4 if helper else 10**9)
+    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4 if forked else 10**9)
     assert _figures(d, cache=False) == serial
     first = HarborSource(d).scan_sync()
     assert first.stats["files_read"] == 33
