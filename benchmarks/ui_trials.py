@@ -25,6 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import tui  # noqa: F401  (before textual: the console's frame rate, as `evaldesk` runs it)
+
+# isort: split
 from textual import events
 from textual.app import App, ComposeResult
 from textual.screen import Screen
@@ -40,11 +43,13 @@ EXCEPTIONS = ["DaytonaError", "AgentTimeoutError", "VerifierOutputParseError", "
 
 
 def synthetic_experiment(n: int, seed: int = 3) -> Experiment:
+    """Trials made in the order a scan makes them: by trial dir name."""
     rng = random.Random(seed)
     n_tasks = max(1, n // 3)
     trials = []
-    for i in range(n):
-        task = f"task-{rng.randrange(n_tasks):06d}-fix-something"
+    picks = sorted((rng.randrange(n_tasks), i) for i in range(n))
+    for task_no, i in picks:
+        task = f"task-{task_no:06d}-fix-something"
         roll = rng.random()
         exc = rng.choice(EXCEPTIONS) if roll < 0.12 else None
         running = roll > 0.97

@@ -61,6 +61,19 @@ from tui.write_recovery import RecoveryFlow, guarded
 from widgets.ids import shorten
 
 DEMO_LABEL = "demo"
+TRIM_MIN_TRIALS = 20_000
+
+
+def give_back_memory() -> None:
+    """Return freed heap pages to the system (glibc's malloc_trim; nothing elsewhere)."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        return
 LOG_LIMIT = 500
 OUTPUT_LIMIT = 4000  # chunks of a command's output kept for its log view
 COMMAND_RESCAN_S = 2.0  # while a command runs, its source is read at most this often
@@ -161,6 +174,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self._experiments: dict[str, Experiment] = {}
         self.scan_state: dict[str, tuple[int, int | None]] = {}
         self._scanning: set[str] = set()
+        self._trimmed: set[str] = set()  # sources whose first big read was handed back
         self._rescan: set[str] = set()
         self.last_refresh: datetime | None = None
         self.last_scan_seconds: dict[str, float] = {}
@@ -357,6 +371,12 @@ class EvaldeskApp(RecoveryFlow, App[int]):
 
     def _start_scan(self, src: Source, force: bool) -> None:
         label = src.label
+        if force:
+            # `r`, and the scan after a write: every trial checked against its files, not only
+            # the running ones and the finished ones due on the rotation
+            verify_all = getattr(src, "verify_all", None)
+            if callable(verify_all):
+                verify_all()
         if label in self._scanning:
             # A scan runs in a thread that cannot be interrupted, and two over one source
             # would race on its cache: queue one more instead of cancelling.
@@ -481,6 +501,10 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         # 100k parsed trials stay alive between scans; a full cyclic GC over them stalls a key
         # press by ~0.5 s, so what exists now is moved out of the collector's generations
         gc.freeze()
+        if label not in self._trimmed and sum(len(e.trials) for e in snap.experiments) >= TRIM_MIN_TRIALS:
+            # the first big read leaves freed heap pages that glibc keeps: hand them back once
+            self._trimmed.add(label)
+            give_back_memory()
         self._scan_done(label)
 
     def _scan_done(self, label: str) -> None:

@@ -69,6 +69,27 @@ class Progress:
         self.err.flush()
 
 
+class _LazyConsole:
+    """A rich Console made on first use: json output never pays for importing rich."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return getattr(self._console, name)
+
+
+def _table(**kwargs: Any) -> Any:
+    from rich.table import Table
+
+    return Table(**kwargs)
+
+
 def _dump(obj: Any) -> str:
     return dumps(obj)
 
@@ -136,7 +157,7 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     progress = Progress(args.progress or ("text" if err.isatty() else "none"), err)
     # piped tables keep whole lines (COLUMNS, else wide) so grep and diff see one row per line
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
-    console = Console(file=out, width=width, no_color=not out.isatty())
+    console = cast("Console", _LazyConsole(file=out, width=width, no_color=not out.isatty()))
     cmd = args.command
     if cmd in ("undo", "finish") or (cmd in ("dedupe", "fix", "resume") and args.apply):
         from tui.batch_records import write_path_for
@@ -222,24 +243,31 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
         from tui.batch_records import notice_pending, write_path_for
 
         await notice_pending(write_path_for(args, config), exps, err)
-        if cmd == "fix":
-            from tui.batch_leaderboard import run_fix
-
-            return await run_fix(args, config, exps, check_id, fmt, console, out, err, progress)
-        if cmd in ("list", "audit"):
-            from tui.batch_leaderboard import leaderboard_context
-
-            context = await leaderboard_context(config, [e for _, e in exps], err)
-            audits = {"list": _list, "audit": _audit}[cmd]
-            return int(await audits(args, config, exps, fmt, console, out, progress, context))
-        from tui.batch_resume import run_resume
-
-        handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe,
-                                       "resume": run_resume}[cmd]
-        return int(await handler(args, config, exps, fmt, console, out, progress))
+        code = await _dispatch(args, config, cmd, check_id, exps, fmt, console, out, err, progress)
+        # a dir under SOURCE that exists but cannot be read is an unreadable source (DESIGN 7)
+        return EXIT_USAGE if any(e.unreadable for e in problems) else code
     finally:
         for src in sources:
             await src.close()
+
+
+async def _dispatch(args: Any, config: Config, cmd: str, check_id: str, exps: list[tuple[Source, Experiment]],
+                    fmt: str, console: Console, out: IO[str], err: IO[str], progress: Progress) -> int:
+    if cmd == "fix":
+        from tui.batch_leaderboard import run_fix
+
+        return await run_fix(args, config, exps, check_id, fmt, console, out, err, progress)
+    if cmd in ("list", "audit"):
+        from tui.batch_leaderboard import leaderboard_context
+
+        context = await leaderboard_context(config, [e for _, e in exps], err)
+        audits = {"list": _list, "audit": _audit}[cmd]
+        return int(await audits(args, config, exps, fmt, console, out, progress, context))
+    from tui.batch_resume import run_resume
+
+    handler: Callable[..., Any] = {"list": _list, "audit": _audit, "trials": _trials, "dedupe": _dedupe,
+                                   "resume": run_resume}[cmd]
+    return int(await handler(args, config, exps, fmt, console, out, progress))
 
 
 async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
@@ -264,7 +292,7 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
         for row in rows:
             out.write(_dump(row) + "\n")
     else:
-        t = Table(title=f"{len(rows)} experiment(s)", title_justify="left", expand=False)
+        t = _table(title=f"{len(rows)} experiment(s)", title_justify="left", expand=False)
         for col in ("id", "benchmark", "model", "state", "valid/exp", "score", "err%", "verdict", "age"):
             t.add_column(col, overflow="fold")
         for (_, e), row in zip(exps, rows, strict=True):
@@ -331,7 +359,7 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
         for e, t in selected:
             out.write(_dump(trial_json(e, t)) + "\n")
     else:
-        tb = Table(title=f"{len(selected)} trial attempt(s)", title_justify="left", expand=False)
+        tb = _table(title=f"{len(selected)} trial attempt(s)", title_justify="left", expand=False)
         for col in ("experiment", "task", "trial", "#", "reward", "status", "exception", "class", "dur"):
             tb.add_column(col, overflow="fold")
         for e, t in selected:

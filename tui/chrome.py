@@ -3,9 +3,13 @@ last read, whether writes are off, and the progress of scans under way."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
+
 from rich.text import Text
 from textual.widget import Widget
 
+from services.core.models import Experiment
 from services.core.text import term_safe
 from tui.context import console
 
@@ -15,6 +19,19 @@ def bar(done: int, total: int | None, width: int) -> str:
         return ""
     filled = max(0, min(width, round(width * done / total)))
     return "━" * filled + "╺" + "─" * max(0, width - filled - 1) if filled < width else "━" * width
+
+
+FRESH_ENOUGH_S = 10  # below this, "verified … ago" says nothing a person needs
+
+
+def verified_age(experiments: Iterable[Experiment]) -> int | None:
+    """Seconds since the least recently verified finished trial was checked against its files,
+    when that is worth saying."""
+    oldest = min((e.verified_at for e in experiments if e.verified_at is not None), default=None)
+    if oldest is None:
+        return None
+    age = int(time.time() - oldest.timestamp())
+    return age if age >= FRESH_ENOUGH_S else None
 
 
 class ConsoleHeader(Widget):
@@ -54,6 +71,10 @@ class ConsoleHeader(Widget):
         elif app.last_refresh is not None:
             text.append(" │ ", style="dim")
             text.append(f"read {app.last_refresh.astimezone().strftime('%H:%M:%S')}")
+            fresh = verified_age(app.experiments())
+            if fresh is not None:
+                # a poll re-checks finished trials on a rotation; say how old the oldest check is
+                text.append(f" · finished verified {fresh}s ago", style="dim")
         if app.paused:
             text.append(" │ ", style="dim")
             text.append(" PAUSED ", style="bold black on yellow")

@@ -18,6 +18,18 @@ def _version() -> str:
         return "0+unknown"
 
 
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked for (importlib.metadata costs every run ~25 ms)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: object, values: object,
+                 option_string: str | None = None) -> None:
+        parser.exit(0, f"evaldesk {_version()}\n")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # one line and exit 2, never a traceback or a screenful of usage
@@ -36,9 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("sources", nargs="*", metavar="SOURCE",
                    help="a Harbor job dir, a folder of job dirs, or ssh://[user@]host[:port]/path")
-    p.add_argument("--version", action="version", version=f"evaldesk {_version()}")
+    p.add_argument("--version", action=_VersionAction)
     p.add_argument("--config", metavar="PATH", help="config file (default $XDG_CONFIG_HOME/evaldesk/config.toml)")
     p.add_argument("--read-only", action="store_true", help="disable every write")
+    p.add_argument("--no-cache", action="store_true",
+                   help="read every trial file again: do not use the parse cache in $XDG_CACHE_HOME/evaldesk")
     p.add_argument("--ssh-config", metavar="FILE", help="read this ssh config instead of ~/.ssh/config (like ssh -F)")
     p.add_argument("--batch", choices=BATCH_COMMANDS, metavar="COMMAND", dest="command",
                    help="run headless: " + ", ".join(BATCH_COMMANDS))
@@ -107,6 +121,8 @@ def _main(argv: list[str] | None = None) -> int:
         config.ssh_config = args.ssh_config
     if args.read_only:
         config.read_only = True
+    if args.no_cache:
+        config.scan_cache = False
     if args.command:
         if not args.sources and args.command != "journal":
             sources = [s.path for s in config.sources]

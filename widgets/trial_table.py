@@ -145,9 +145,15 @@ class VirtualTable(ScrollView, can_focus=True):
         body = self.body_height
         if new < self.scroll_y:
             self.scroll_to(y=new, animate=False, immediate=True, force=True)
+            self.refresh()
         elif new >= self.scroll_y + body:
             self.scroll_to(y=new - body + 1, animate=False, immediate=True, force=True)
-        self.refresh()
+            self.refresh()
+        else:
+            # the view did not move: only the two rows the cursor left and reached change
+            for index in (old, new):
+                if 0 <= index < self.row_count:
+                    self.refresh_line(index + 1)  # (line 0 is the header)
         if self.row_count:
             self.post_message(self.Highlighted(self, new))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -123,8 +123,28 @@ class Experiment(BaseModel):
     problems: list[str] = Field(default_factory=list, description="what could not be read, and where")
     trials: list[Trial] = Field(default_factory=list, exclude=True, repr=False)
     stale_since: datetime | None = Field(None, description="set when this is the last good copy")
+    verified_at: datetime | None = Field(
+        None, description="every finished trial was checked against its files at or after this time")
     # the one-pass figures assemble took over `trials` (services.core.census.Census); not serialised
     _census: Any = PrivateAttr(default=None)
+    # a source may hand over an Experiment whose trials are read on first use of `trials`
+    # (a batch audit of an unchanged job needs its census, not 100k Trial objects)
+    _trials_loader: Any = PrivateAttr(default=None)
+    # set by a source that built this Experiment from the previous one: (previous, trials gone or
+    # replaced, trials new or changed, trials whose copy mark may have moved), so a consumer of
+    # every poll can do work in proportion to the change
+    _delta: Any = PrivateAttr(default=None)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "trials":
+                loader = (self.__pydantic_private__ or {}).get("_trials_loader")
+                if loader is not None:
+                    trials = loader()
+                    self.__dict__["trials"] = trials
+                    return trials
+            return super().__getattr__(name)
 
     @property
     def expected(self) -> int | None:
@@ -140,6 +160,7 @@ class SourceError(BaseModel):
     source: str
     where: str
     message: str
+    unreadable: bool = Field(False, description="a path that exists but cannot be read (batch exit 2)")
 
 
 class Snapshot(BaseModel):

@@ -27,7 +27,7 @@ _M = TypeVar("_M", bound=BaseModel)
 def _set(t: Trial, name: str, value: object) -> None:
     # Derived marks are rewritten on every scan of up to 100k trials; pydantic's
     # __setattr__ costs several times a plain dict write and validates nothing here.
-    t.__dict__[name] = value
+    object.__setattr__(t, name, value)  # (t.__dict__ would give each Trial a dict of its own)
 
 
 def parse_job_file(data: bytes | None, model: type[_M], name: str, problems: list[str]) -> _M | None:
@@ -127,15 +127,19 @@ class TrialIndex:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.by_path: dict[str, Trial] = {}
-        self.by_name: dict[str, list[Trial]] = {}
+        # Trials found by name: a trial whose name is its own path (nearly all) is found through
+        # by_path; by_name holds the others (staged copies, renamed dirs), bare or as a list
+        self.by_name: dict[str, Trial | list[Trial]] = {}
         self.by_task: dict[str, list[Trial]] = {}  # copies included
         self.census = take_census((), policy)
+        self.touched: list[Trial] = []
 
     def rebuild(self, trials: Iterable[Trial]) -> None:
         self.by_path = {t.path: t for t in trials}
         self.by_name, self.by_task = {}, {}
         for t in self.by_path.values():
-            self.by_name.setdefault(t.trial_name, []).append(t)
+            if t.trial_name != t.path:
+                _put(self.by_name, t.trial_name, t)
             self.by_task.setdefault(t.task_name, []).append(t)
         trials_list = list(self.by_path.values())
         collapse_copies(trials_list)
@@ -144,12 +148,13 @@ class TrialIndex:
 
     def apply(self, removed: Iterable[Trial], added: Iterable[Trial]) -> None:
         removed, added = list(removed), list(added)
+        self.touched = []
         if not removed and not added:
             return
         names = {t.trial_name for t in removed} | {t.trial_name for t in added}
         tasks = {t.task_name for t in removed} | {t.task_name for t in added}
         for n in names:  # a copy mark can move a trial of another task in or out of the counts
-            tasks.update(t.task_name for t in self.by_name.get(n, ()))
+            tasks.update(t.task_name for t in self._named(n))
         add = self.census.add
         for task in tasks:
             for t in self.by_task.get(task, ()):
@@ -157,25 +162,66 @@ class TrialIndex:
         for t in removed:
             if self.by_path.get(t.path) is t:
                 del self.by_path[t.path]
-            _drop(self.by_name, t.trial_name, t)
+            if t.trial_name != t.path:
+                _drop_named(self.by_name, t.trial_name, t)
             _drop(self.by_task, t.task_name, t)
         for t in added:
             self.by_path[t.path] = t
-            self.by_name.setdefault(t.trial_name, []).append(t)
+            if t.trial_name != t.path:
+                _put(self.by_name, t.trial_name, t)
             self.by_task.setdefault(t.task_name, []).append(t)
         for n in names:
-            group = self.by_name.get(n)
+            group = self._named(n)
             if group:
                 collapse_copies(group)
+        # every trial whose copy mark may have moved: what a delta consumer must look at again
+        self.touched = [t for n in names for t in self._named(n)]
         for task in tasks:
             members = self.by_task.get(task, [])
             number_attempts(members)
             for t in members:
                 add(t, +1)
 
+    def _named(self, name: str) -> list[Trial]:
+        """Every trial called `name`, in the order they were added."""
+        group = list(_members(self.by_name, name))  # (a copy: the stored list stays as it is)
+        own = self.by_path.get(name)
+        if own is not None and own.trial_name == name:
+            group.insert(0, own)
+        return group
+
     @property
     def trials(self) -> list[Trial]:
         return list(self.by_path.values())
+
+
+def _members(index: dict[str, Trial | list[Trial]], key: str) -> list[Trial]:
+    v = index.get(key)
+    if v is None:
+        return []
+    return v if isinstance(v, list) else [v]
+
+
+def _put(index: dict[str, Trial | list[Trial]], key: str, t: Trial) -> None:
+    v = index.get(key)
+    if v is None:
+        index[key] = t
+    elif isinstance(v, list):
+        v.append(t)
+    else:
+        index[key] = [v, t]
+
+
+def _drop_named(index: dict[str, Trial | list[Trial]], key: str, t: Trial) -> None:
+    v = index.get(key)
+    if v is t:
+        del index[key]
+    elif isinstance(v, list):
+        rest = [x for x in v if x is not t]
+        if not rest:
+            del index[key]
+        else:
+            index[key] = rest if len(rest) > 1 else rest[0]
 
 
 def _drop(index: dict[str, list[Trial]], key: str, t: Trial) -> None:

@@ -13,8 +13,9 @@ from services.core.policy import Policy
 from services.core.source import Source
 from services.harbor.scan import find_job_dirs
 from services.harbor.source import HarborSource
-from services.harbor.ssh_source import SSHHarborSource
-from services.transport.ssh import host_config_for, host_spec, parse_ssh_url
+
+# the SSH side (asyncssh, ~0.25 s to import) loads only when a host is read: a local batch
+# command starts that much sooner
 
 NAME = "harbor"
 SCHEMES: tuple[str, ...] = ("ssh", "harbor+ssh")
@@ -22,6 +23,9 @@ KINDS: tuple[str, ...] = ("harbor", "harbor+ssh")
 
 
 def source_for_host(hc: HostConfig, config: Config, paths: list[str] | None = None) -> Source:
+    from services.harbor.ssh_source import SSHHarborSource
+    from services.transport.ssh import host_spec
+
     use = paths if paths is not None else hc.paths
     return SSHHarborSource(
         host_spec(hc, config.ssh_config),
@@ -39,6 +43,9 @@ def open_url(spec: str, config: Config) -> Source:
     """`ssh://[user@]host[:port]/path`. A host that matches a `[[hosts]]` entry (by `host` or
     `name`) takes that entry's settings (identity, known_hosts, jump host, SLURM keys); the
     URL's user and port win. Raises ValueError for a malformed URL."""
+    from services.harbor.ssh_source import SSHHarborSource
+    from services.transport.ssh import host_config_for, parse_ssh_url
+
     spec_host, path = parse_ssh_url(spec)
     hc = host_config_for(spec_host.host, config.hosts)
     if hc is not None:
@@ -53,7 +60,7 @@ def open_url(spec: str, config: Config) -> Source:
 
 
 def open_path(path: str, config: Config) -> Source:
-    return HarborSource(path, policy=config.policy)
+    return HarborSource(path, policy=config.policy, cache=config.scan_cache)
 
 
 def find_local(path: str, config: Config) -> list[Source]:

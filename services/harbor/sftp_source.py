@@ -81,6 +81,7 @@ class SFTPWalker:
         self.requests = 0
         self.files_read = 0
         self._key_cache: dict[str, tuple[_FileKey, frozenset[str]]] = {}
+        self._denied: dict[tuple[str, str], str] = {}  # (job, rel) → why the trial dir cannot be read
 
     async def _limited(self, make: Callable[[], Awaitable[_T]]) -> _T:
         async with self._sem:
@@ -88,13 +89,20 @@ class SFTPWalker:
             return await make()
 
     async def _list(self, path: str) -> list[_Entry] | None:
+        listing = await self._list_or_why(path)
+        return None if isinstance(listing, str) else listing
+
+    async def _list_or_why(self, path: str) -> list[_Entry] | str:
+        """The sorted listing, or why it cannot be had (as the local scanner words it)."""
         sftp = await self._sftp()
         try:
             names = await self._limited(lambda: sftp.readdir(path))
         except asyncssh.SFTPNoSuchFile:
-            return None
-        except asyncssh.SFTPError:
-            return None
+            return "No such file or directory"
+        except asyncssh.SFTPPermissionDenied:
+            return "Permission denied"
+        except asyncssh.SFTPError as exc:
+            return str(exc.reason or exc)
         return sorted((_entry(str(n.filename), n.attrs) for n in names if n.filename not in (".", "..")),
                       key=lambda e: e.name)
 
@@ -167,10 +175,13 @@ class SFTPWalker:
                 return job_files_say(await self._keys(posixpath.join(path, e.name), child)) is not True
         return False
 
-    async def find_job_dirs(self, root: str) -> list[str] | None:
-        entries = await self._list(root)
-        if entries is None:
-            return None
+    async def find_job_dirs(self, root: str, unreadable: list[tuple[str, str]] | None = None
+                            ) -> list[str] | str:
+        """The job dirs under `root` (child dirs that cannot be read go to `unreadable`), or why
+        `root` itself cannot be read."""
+        entries = await self._list_or_why(root)
+        if isinstance(entries, str):
+            return "no such directory" if entries == "No such file or directory" else f"cannot read: {entries}"
         if await self._is_job_dir(root, entries):
             return [root]
         jobs = []
@@ -178,16 +189,28 @@ class SFTPWalker:
             if e.name.startswith(".") or e.kind != "dir":
                 continue
             path = posixpath.join(root, e.name)
-            if await self._is_job_dir(path, await self._list(path) or []):
+            listing = await self._list_or_why(path)
+            if isinstance(listing, str):
+                if unreadable is not None:
+                    unreadable.append((path, listing))
+                continue
+            if await self._is_job_dir(path, listing):
                 jobs.append(path)
         return jobs
 
     async def _discover(self, job: str, top: list[_Entry], problems: list[str]) -> list[tuple[str, str, list[_Entry]]]:
         """(rel, name, listing) of every trial dir: depth 1, and staged copies one level deeper."""
         dirs = [e for e in top if e.name != QUARANTINE_DIR]
-        listings = await asyncio.gather(*(self._list(posixpath.join(job, e.name)) for e in dirs
+        listings = await asyncio.gather(*(self._list_or_why(posixpath.join(job, e.name)) for e in dirs
                                           if e.kind == "dir"))
-        by_name = {e.name: lst for e, lst in zip([d for d in dirs if d.kind == "dir"], listings, strict=True)}
+        by_name: dict[str, list[_Entry]] = {}
+        denied: dict[str, str] = {}
+        for d, lst in zip([d for d in dirs if d.kind == "dir"], listings, strict=True):
+            if isinstance(lst, str):
+                if lst == "Permission denied":
+                    denied[d.name] = lst
+            else:
+                by_name[d.name] = lst
         found: list[tuple[str, str, list[_Entry]]] = []
         staged: list[str] = []
         real_job: str | None = None
@@ -203,6 +226,12 @@ class SFTPWalker:
                 continue
             if e.kind != "dir":
                 continue
+            if e.name in denied:
+                # a dir we may not read: counted as an errored trial, as the local scanner does
+                if not e.name.startswith("."):
+                    self._denied[(job, e.name)] = f"trial dir unreadable: {denied[e.name]}"
+                    found.append((e.name, e.name, []))
+                continue
             listing = by_name.get(e.name) or []
             if _has_trial_files(listing):
                 found.append((e.name, e.name, listing))
@@ -214,19 +243,31 @@ class SFTPWalker:
             for s in inner:
                 if s.kind == "link":
                     problems.append(f"{folder}/{s.name}: symlink; not followed")
-            sub_lists = await asyncio.gather(*(self._list(posixpath.join(job, folder, s.name)) for s in subs))
+            sub_lists = await asyncio.gather(*(self._list_or_why(posixpath.join(job, folder, s.name)) for s in subs))
             for s, lst in zip(subs, sub_lists, strict=True):
-                if lst and _has_trial_files(lst):
-                    found.append((f"{folder}/{s.name}", s.name, lst))
+                rel = f"{folder}/{s.name}"
+                if lst == "Permission denied":
+                    self._denied[(job, rel)] = f"trial dir unreadable: {lst}"
+                    found.append((rel, s.name, []))
+                elif isinstance(lst, list) and lst and _has_trial_files(lst):
+                    found.append((rel, s.name, lst))
         return found
 
     async def scan_job(self, job: str, source: str, source_label: str) -> Experiment:
         problems: list[str] = []
         top = await self._list(job) or []
         state = self._jobs.setdefault(job, _JobState())
+        self._denied = {k: v for k, v in self._denied.items() if k[0] != job}
         trial_dirs = await self._discover(job, top, problems)
+        for rel, _, _ in trial_dirs:
+            why = self._denied.get((job, rel))
+            if why is not None:
+                problems.append(f"{rel}: {why}; counted as errored")
 
         async def load(rel: str, name: str, listing: list[_Entry]) -> tuple[str, _CachedTrial]:
+            denied = self._denied.get((job, rel))
+            if denied is not None:
+                return rel, _CachedTrial((-3, -3), None, parse_trial(rel, name, None, None, None, denied))
             base = posixpath.join(job, rel)
             files = {e.name: e for e in listing}
             r, c = files.get("result.json"), files.get("config.json")
@@ -304,12 +345,16 @@ class SFTPWalker:
         errors: list[SourceError] = []
         seen: set[str] = set()
         for root in roots:
-            jobs = await self.find_job_dirs(root)
+            unreadable: list[tuple[str, str]] = []
+            jobs = await self.find_job_dirs(root, unreadable)
             where = f"{self.host}:{root}"
-            if jobs is None:
-                errors.append(SourceError(source=source_label, where=where, message="no such directory"))
+            if isinstance(jobs, str):
+                errors.append(SourceError(source=source_label, where=where, message=jobs))
                 continue
-            if not jobs:
+            for path, why in unreadable:
+                errors.append(SourceError(source=source_label, where=f"{self.host}:{path}",
+                                          message=f"cannot read: {why}", unreadable=True))
+            if not jobs and not unreadable:
                 errors.append(SourceError(source=source_label, where=where, message="no Harbor job dirs found"))
             for job in jobs:
                 seen.add(job)

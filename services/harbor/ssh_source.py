@@ -145,6 +145,9 @@ class SSHHarborSource:
         experiments: list[Experiment] = []
         for root, message in result.root_errors.items():
             errors.append(SourceError(source=self.label, where=f"{host}:{root}", message=message))
+        for path, why in result.unreadable:
+            errors.append(SourceError(source=self.label, where=f"{host}:{path}", message=f"cannot read: {why}",
+                                      unreadable=True))
         if result.root_errors and not result.roots:
             first = next(iter(result.root_errors.items()))
             raise SourceUnavailable(f"{host}:{first[0]}", first[1])

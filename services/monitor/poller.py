@@ -127,7 +127,11 @@ class Poller:
         self._wake.set()
 
     def refresh_now(self) -> None:
-        """Poll at once, even while paused or backing off."""
+        """Poll at once, even while paused or backing off, checking every trial against its files
+        (a source that re-verifies finished trials on a rotation does them all this time)."""
+        verify_all = getattr(self.source, "verify_all", None)
+        if callable(verify_all):
+            verify_all()
         self._forced = True
         self._wake.set()
 

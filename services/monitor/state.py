@@ -12,6 +12,8 @@ disk by itself: time comes from an injected clock and file activity from
 from __future__ import annotations
 
 import threading
+from array import array
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,8 +54,13 @@ class ExperimentSeries:
     active: dict[str, MonitorWarning] = field(default_factory=dict)
     fired: deque[MonitorWarning] = field(default_factory=lambda: deque(maxlen=200))
     first_seen: dict[str, float] = field(default_factory=dict)
-    # path -> (mtime, outcome, finished at, valid) of finished trials, reused across polls
-    done: dict[str, tuple[float | None, float, float | None, bool]] = field(default_factory=dict)
+    # what the last poll's trials added up to, kept current by the source's delta (see _tally)
+    fed: Experiment | None = None
+    successes: float = 0.0
+    valid_sum: float = 0.0
+    finish_times: array[float] = field(default_factory=lambda: array("d"))  # sorted
+    running_trials: dict[str, Trial] = field(default_factory=dict)
+    copies: set[str] = field(default_factory=set)  # staged copies, left out of the sums
 
     def values(self, state: str) -> list[int]:
         return [s.count(state) for s in self.samples]
@@ -133,53 +140,39 @@ class MonitorState:
         timeout = exp.inference_timeout_s or th.inference_timeout_s
         activity = activity or {}
 
-        running: list[RunningTrial] = []
-        live_paths: set[str] = set()
-        successes = 0.0
-        valid_sum = 0.0
-        finished_in_window = 0
-        window_start = now - self.window_s
-        by_task: dict[str, list[float]] = {}
         baseline = pick_baseline(exp, self.baselines)
         per_task = baseline is not None and bool(baseline.tasks)
-        done_cache = series.done
-        done_now: dict[str, tuple[float | None, float, float | None, bool]] = {}
-        for t in exp.trials:
-            if t.copy_of is not None:
-                continue
-            if t.status == TrialStatus.running:
-                live_paths.add(t.path)
-                first = series.first_seen.setdefault(t.path, now)
-                start = _ts(t.started_at) or t.mtime or first
-                act = activity.get(t.path)
-                last = max(x for x in (t.mtime, act.mtime if act else None, start) if x is not None)
-                idle = max(0.0, now - last)
-                running.append(
-                    RunningTrial(
-                        trial_name=t.trial_name,
-                        task_name=t.task_name,
-                        path=t.path,
-                        running_s=max(0.0, now - start),
-                        idle_s=idle,
-                        dispatched=idle >= th.idle_s,
-                        activity=act.line if act else "",
-                    )
+        by_task: dict[str, list[float]] = {}
+        if per_task:
+            by_task = {}
+            for t in exp.trials:
+                if t.copy_of is None and t.status != TrialStatus.running:
+                    by_task.setdefault(t.task_name, []).append(_outcome(t))
+        self._tally(series, exp)
+        successes, valid_sum = series.successes, series.valid_sum
+        window_start = now - self.window_s
+        finish = series.finish_times
+        finished_in_window = bisect_right(finish, now) - bisect_right(finish, window_start)
+        running: list[RunningTrial] = []
+        live_paths: set[str] = set()
+        for t in series.running_trials.values():
+            live_paths.add(t.path)
+            first = series.first_seen.setdefault(t.path, now)
+            start = _ts(t.started_at) or t.mtime or first
+            act = activity.get(t.path)
+            last = max(x for x in (t.mtime, act.mtime if act else None, start) if x is not None)
+            idle = max(0.0, now - last)
+            running.append(
+                RunningTrial(
+                    trial_name=t.trial_name,
+                    task_name=t.task_name,
+                    path=t.path,
+                    running_s=max(0.0, now - start),
+                    idle_s=idle,
+                    dispatched=idle >= th.idle_s,
+                    activity=act.line if act else "",
                 )
-                continue
-            # a finished trial's figures only change when its files do: reuse them across polls
-            d = done_cache.get(t.path)
-            if d is None or d[0] != t.mtime:
-                d = (t.mtime, _outcome(t), _ts(t.finished_at) or t.mtime, t.status == TrialStatus.valid)
-            done_now[t.path] = d
-            o = d[1]
-            successes += o
-            if d[3]:
-                valid_sum += o
-            if per_task:
-                by_task.setdefault(t.task_name, []).append(o)
-            if d[2] is not None and window_start < d[2] <= now:
-                finished_in_window += 1
-        series.done = done_now
+            )
         # trials that finished or vanished need no start time any more
         for gone in set(series.first_seen) - live_paths:
             del series.first_seen[gone]
@@ -241,6 +234,78 @@ class MonitorState:
         )
         series.latest = reading
         return self._judge(series, exp, reading, now_dt)
+
+    def _tally(self, series: ExperimentSeries, exp: Experiment) -> None:
+        """Bring the series' sums up to `exp`: from the source's delta when it extends the last
+        poll (work in proportion to the change), else with one pass over the trials."""
+        delta = exp._delta
+        if exp is series.fed:
+            return
+        if delta is not None and delta[0] is series.fed and series.fed is not None:
+            # (previous, trials gone or replaced, trials new or changed, trials whose copy mark may
+            # have moved): what was counted comes out as it was counted, then goes back in as it is
+            _, gone, changed, touched = delta
+            fresh = {id(t) for t in changed}
+            for t in gone:
+                self._uncount(series, t)
+            for t in touched:
+                if id(t) not in fresh:
+                    self._uncount(series, t)
+                    self._count(series, t)
+            for t in changed:
+                self._count(series, t)
+        else:
+            series.successes = series.valid_sum = 0.0
+            series.running_trials, series.copies = {}, set()
+            times: list[float] = []
+            for t in exp.trials:
+                self._count(series, t, times)
+            times.sort()
+            series.finish_times = array("d", times)
+        series.fed = exp
+
+    @staticmethod
+    def _uncount(series: ExperimentSeries, t: Trial) -> None:
+        """Take out what `t` added when it was counted (Trials never change their figures in
+        place; only the copy mark moves, and the copies set remembers it)."""
+        path = t.path
+        if series.running_trials.get(path) is t:
+            del series.running_trials[path]
+            return
+        if path in series.copies:
+            series.copies.discard(path)
+            return
+        if t.status == TrialStatus.running:
+            return
+        o = _outcome(t)
+        series.successes -= o
+        if t.status == TrialStatus.valid:
+            series.valid_sum -= o
+        at = _ts(t.finished_at) or t.mtime
+        if at is not None:
+            i = bisect_left(series.finish_times, at)
+            if i < len(series.finish_times) and series.finish_times[i] == at:
+                del series.finish_times[i]
+
+    @staticmethod
+    def _count(series: ExperimentSeries, t: Trial, times: list[float] | None = None) -> None:
+        if t.copy_of is not None:
+            series.copies.add(t.path)
+            return
+        status = t.status
+        if status == TrialStatus.running:
+            series.running_trials[t.path] = t
+            return
+        o = _outcome(t)
+        series.successes += o
+        if status == TrialStatus.valid:
+            series.valid_sum += o
+        at = _ts(t.finished_at) or t.mtime
+        if at is not None:
+            if times is not None:
+                times.append(at)  # a full pass sorts them once at its end
+            else:
+                insort(series.finish_times, at)
 
     def _throughput(
         self, exp: Experiment, now: float, in_window: int, finished: int, series: ExperimentSeries

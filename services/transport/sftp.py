@@ -54,7 +54,8 @@ class SFTPFS:
         conn = await self.pool.get(self.spec)
         if self._sftp is None or self._conn is not conn:
             try:
-                self._sftp = await conn.start_sftp_client()
+                # a name that is not UTF-8 keeps its bytes (as os.scandir does), never fails a listing
+                self._sftp = await conn.start_sftp_client(path_errors="surrogateescape")
             except (OSError, asyncssh.Error) as exc:
                 raise SourceUnavailable(self.spec.label, f"cannot start SFTP: {describe(exc, self.spec)}") from None
             self._conn = conn

@@ -10,8 +10,10 @@ from __future__ import annotations
 import posixpath
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
+from itertools import islice
 from typing import ClassVar, cast
 
 from rich.text import Text
@@ -68,24 +70,40 @@ class PreparedTrials:
 
     trials: list[Trial]
     statuses: list[TrialStatus]
-    group_keys: list[str]
     status_counts: Counter[TrialStatus]
-    group_counts: Counter[str]
     columns: list[Column]
+    made: list[Trial] = field(default_factory=list, repr=False)  # the order they were made in
+    order: list[int] = field(default_factory=list, repr=False)  # display position → index in `made`
+
+    @cached_property
+    def group_keys(self) -> list[str]:
+        # only grouping, the `f` filter and the diagnose panel's count need them: not the first frame
+        keys = [t.exception_type or group_key(t) for t in self.made]
+        return [keys[i] for i in self.order]
+
+    @cached_property
+    def group_counts(self) -> Counter[str]:
+        return Counter(self.group_keys)
 
 
 def prepare_trials(trials: list[Trial]) -> PreparedTrials:
-    # three stable sorts on plain lists beat one sort on (task, attempt, name) tuples by ~30%
+    # Every field is read in the order the trials were made (neighbours in memory), then the
+    # small values are permuted: reading 100k Trials in sorted order misses the CPU cache on
+    # nearly every one and cost ~5x the whole sort.
     names = [t.trial_name for t in trials]
     attempts = [t.attempt for t in trials]
     tasks = [t.task_name for t in trials]
-    order = sorted(range(len(trials)), key=names.__getitem__)
+    statuses_in = [t.status for t in trials]
+    columns = trial_columns(trials)  # widths do not depend on the order
+    # three stable sorts on plain lists beat one sort on (task, attempt, name) tuples by ~30%
+    order = list(range(len(trials)))
+    if any(a > b for a, b in zip(names, islice(names, 1, None), strict=False)):  # a scan makes them in name order
+        order.sort(key=names.__getitem__)
     order.sort(key=attempts.__getitem__)
     order.sort(key=tasks.__getitem__)
     ordered = [trials[i] for i in order]
-    statuses = [t.status for t in ordered]
-    keys = [t.exception_type or group_key(t) for t in ordered]
-    return PreparedTrials(ordered, statuses, keys, Counter(statuses), Counter(keys), trial_columns(ordered))
+    statuses = [statuses_in[i] for i in order]
+    return PreparedTrials(ordered, statuses, Counter(statuses), columns, trials, order)
 
 
 class _Prepared(Message):
@@ -131,10 +149,9 @@ class TrialsScreen(Screen[None]):
         self.file_index = 0  # which of the source's trial files the log panel shows
         self._agent_files: list[str] = []
         self._agent_index = -1
-        self._group_counts: Counter[str] = Counter()
+        self._prepared = PreparedTrials([], [], Counter(), [])
         self._status_counts: Counter[TrialStatus] = Counter()
         self._statuses: list[TrialStatus] = []
-        self._group_keys: list[str] = []
         self._columns: list[Column] = []
         self._selected_path: str | None = None
         self._opened_key: tuple[str, str] | None = None
@@ -204,10 +221,9 @@ class TrialsScreen(Screen[None]):
 
     def _apply_prepared(self, p: PreparedTrials) -> None:
         self.trials = p.trials
+        self._prepared = p
         self._statuses = p.statuses
-        self._group_keys = p.group_keys
         self._status_counts = p.status_counts
-        self._group_counts = p.group_counts
         self._columns = p.columns
         self.refresh_rows()
 
@@ -238,6 +254,14 @@ class TrialsScreen(Screen[None]):
             if not rows:
                 self._show_selection(None)
         self._update_title()
+
+    @property
+    def _group_keys(self) -> list[str]:
+        return self._prepared.group_keys
+
+    @property
+    def _group_counts(self) -> Counter[str]:
+        return self._prepared.group_counts
 
     def _filtered(self, with_focus: bool) -> list[int]:
         status = self.status_filter

@@ -21,7 +21,7 @@ from services.transport.ssh import HostSpec, SSHPool, parse_ssh_url
 from tests.support.ssh_server import InProcessSSHServer, OpenSSHServer, start_openssh, write_known_hosts
 from tests.support.ssh_server import ssh_server as ssh_server
 
-_SKIP_FIELDS = {"source", "source_label"}
+_SKIP_FIELDS = {"source", "source_label", "verified_at"}  # verified_at: when, not what
 
 
 def _dump(exp: Experiment) -> tuple[dict, list[dict]]:

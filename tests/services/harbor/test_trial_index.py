@@ -98,7 +98,7 @@ def test_an_incremental_rescan_equals_a_fresh_scan(tmp_path_factory: pytest.Temp
 
     jobs = copy_job(tmp_path_factory, tmp_path)
     job = jobs / DEV_SET
-    live = HarborSource(jobs)
+    live = HarborSource(jobs, verify_window_s=0)  # every finished trial checked on every scan
     live.scan_sync()
     dirs = sorted(p for p in job.iterdir() if p.is_dir() and (p / "result.json").exists())
     shutil.rmtree(dirs[0])  # a trial dir goes

@@ -194,7 +194,7 @@ def test_a_trial_dir_whose_name_is_not_utf8_is_moved_journaled_and_put_back(
     _, record = applied(capsys, d)
     assert not os.path.lexists(odd)
     [done] = [e for e in Journal().entries() if e.action == "dedupe:apply"]
-    assert "task-000__\\xff\\xfe\x1b[31m" in done.before["trial_dirs"]  # said, not lost, in the journal
+    assert "task-000__\udcff\udcfe\x1b[31m" in done.before["trial_dirs"]  # the exact name, in the journal
     code, _, err = undo(capsys, record)
     assert code == 0, err
     assert os.path.isdir(odd)

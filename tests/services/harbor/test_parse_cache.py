@@ -1,0 +1,302 @@
+"""The fast decoder gives the lenient parser's Trial; the persistent cache only ever costs speed:
+a corrupt file, a read-only dir, a full disk and two processes sharing it give the same figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from services.core.policy import Policy
+from services.harbor.cache import ParseCache, cache_dir
+from services.harbor.files import parse_trial
+from services.harbor.records import compact, decode, encode, fast_trial
+from services.harbor.source import HarborSource
+from tests.services.harbor.test_bad_input import GARBAGE
+from tests.support.harbor_factory import JobBuilder
+from tests.support.no_dac import run_without_dac
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+SHAPES: list[bytes] = [
+    *[g for g in GARBAGE if g is not None],
+    json.dumps({"task_name": "t", "trial_name": "t__A", "verifier_result": {"rewards": {"reward": 1}},
+                "started_at": "2026-11-01T00:00:00Z", "finished_at": "2026-11-01T00:10:00.5+02:00",
+                "agent_result": {"n_input_tokens": 5, "cost_usd": 1},
+                "agent_info": {"name": "a", "model_info": {"name": "m"}}}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"score": 0.5}}, "agent_info": {"name": ""}}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"reward": "1"}}, "exception_info": {"exception_type": "X"}}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"reward": True}}}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"reward": 1.0}}, "started_at": "2026-13-01T00:00:00"}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"reward": 1.0}}, "started_at": "2026-11-01 00:00:00"}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"reward": 1.0}}, "agent_result": {"n_input_tokens": 5.0}}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"reward": 1.0}}, "schema_version": "2"}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"reward": 1.0}}, "reward_valid": 1}).encode(),
+    json.dumps({"verifier_result": {"rewards": {"reward": -0.0}}, "task_name": ""}).encode(),
+    json.dumps({"step_results": [{"verifier_result": {"rewards": {"reward": 1.0}}}]}).encode(),
+    json.dumps({"exception_info": {"exception_type": "AgentTimeoutError", "occurred_at": "bad"}}).encode(),
+    json.dumps({"agent_info": {"model_info": {"name": ""}}, "verifier_result": None}).encode(),
+]
+
+
+@pytest.mark.parametrize("data", SHAPES, ids=range(len(SHAPES)))
+def test_the_fast_decoder_gives_the_lenient_parsers_trial(data: bytes) -> None:
+    slow = parse_trial("x__AAAAAAA", "x__AAAAAAA", data, None, 12.5)
+    fast = fast_trial("x__AAAAAAA", "x__AAAAAAA", data, None, 12.5)
+    assert fast.model_dump() == slow.model_dump()
+    assert fast == slow
+    # and the cache's record round-trips it
+    assert decode("x__AAAAAAA", encode(fast)).model_dump() == slow.model_dump()
+
+
+def test_a_compact_trial_is_a_full_trial() -> None:
+    t = compact(parse_trial("a__B", "a__B", b'{"verifier_result": {"rewards": {"reward": 1}}}', None, None))
+    copy = t.model_copy(update={"attempt": 2})
+    assert (t.attempt, copy.attempt) == (1, 2)
+    assert t.model_dump_json() == parse_trial("a__B", "a__B", b'{"verifier_result": {"rewards": {"reward": 1}}}',
+                                              None, None).model_dump_json()
+
+
+def _job(tmp_path: Path, n: int = 12) -> Path:
+    job = JobBuilder(tmp_path / "jobs", "terminal_bench_2_cache_2026-01-01__00-00-00", n_attempts=1)
+    for i in range(n):
+        job.add(f"task-{i}", float(i % 2) if i % 5 else None, "DaytonaError" if i % 5 == 0 else None,
+                started=T0 + timedelta(minutes=i))
+    job.add("live", running=True)
+    return job.write()
+
+
+def _figures(root: Path, **kw: object) -> tuple:
+    snap = HarborSource(root, **kw).scan_sync()  # type: ignore[arg-type]
+    exp = snap.experiments[0]
+    return (exp.counts, exp.score, exp.problems,
+            sorted((t.path, t.status, t.reward, t.exception_type, t.attempt, t.parse_error, t.started_at,
+                    t.n_input_tokens, t.mtime) for t in exp.trials))
+
+
+def test_a_second_process_reads_nothing_and_sees_the_same(tmp_path: Path) -> None:
+    d = _job(tmp_path)
+    truth = _figures(d, cache=False)
+    first = HarborSource(d).scan_sync()
+    assert first.stats["files_read"] == 13 and first.stats["cache_hits"] == 0
+    again = HarborSource(d).scan_sync()
+    assert again.stats["files_read"] == 0
+    assert _figures(d) == truth
+    assert any(cache_dir().glob("scan-*.sqlite"))
+
+
+def test_the_cache_is_never_trusted_over_the_files(tmp_path: Path) -> None:
+    d = _job(tmp_path)
+    HarborSource(d).scan_sync()
+    # same size, same mtime, new content: only the ctime (which cannot be set back) tells
+    f = next(p for p in sorted(d.iterdir()) if (p / "result.json").exists()) / "result.json"
+    st = os.stat(f)
+    data = f.read_bytes()
+    new = data.replace(b'"DaytonaError"', b'"DaytonaErrox"') if b"DaytonaError" in data else data.replace(
+        b'"reward": 0.0', b'"reward": 9.0')
+    assert new != data and len(new) == len(data)
+    f.write_bytes(new)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _figures(d) == _figures(d, cache=False)
+    # a trial dir that goes, and one that comes
+    (d / "task-new__NEW0001").mkdir()
+    (d / "task-new__NEW0001" / "result.json").write_text('{"verifier_result": {"rewards": {"reward": 1}}}')
+    assert _figures(d) == _figures(d, cache=False)
+
+
+def test_a_corrupt_cache_file_is_replaced(tmp_path: Path) -> None:
+    d = _job(tmp_path)
+    truth = _figures(d, cache=False)
+    HarborSource(d).scan_sync()
+    for path in cache_dir().glob("scan-*.sqlite"):
+        path.write_bytes(b"this is not a database" * 100)
+    src = HarborSource(d)
+    assert _figures(d) == truth
+    snap = src.scan_sync()
+    assert snap.stats["files_read"] == 0  # rebuilt by the scan before, used now
+
+
+def test_garbage_records_are_read_again(tmp_path: Path) -> None:
+    d = _job(tmp_path)
+    truth = _figures(d, cache=False)
+    HarborSource(d).scan_sync()
+    path = next(cache_dir().glob("scan-*.sqlite"))
+    db = sqlite3.connect(path)
+    db.execute("UPDATE trials SET rec = x'5b317d'")  # not a record
+    db.execute("UPDATE summary SET census = x'00'")
+    db.commit()
+    db.close()
+    assert _figures(d) == truth
+
+
+def test_a_new_version_drops_the_old_records(tmp_path: Path) -> None:
+    d = _job(tmp_path)
+    HarborSource(d).scan_sync()
+    path = next(cache_dir().glob("scan-*.sqlite"))
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET v = 'an older evaldesk' WHERE k = 'version'")
+    db.commit()
+    db.close()
+    assert HarborSource(d).scan_sync().stats["files_read"] == 13
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM trials").fetchone()[0] == 13
+    db.close()
+
+
+def test_no_cache_reads_every_file(tmp_path: Path) -> None:
+    d = _job(tmp_path)
+    HarborSource(d).scan_sync()
+    assert HarborSource(d, cache=False).scan_sync().stats["files_read"] == 13
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "--batch", "list", "--no-cache", str(d), "--format",
+                          "json"], capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+    assert out.returncode in (0, 1), out.stderr
+    assert json.loads(out.stdout)["experiments"][0]["valid"] == 9
+
+
+def test_a_read_only_cache_dir_only_costs_speed(tmp_path: Path) -> None:
+    d = _job(tmp_path)
+    truth = _figures(d, cache=False)
+    ro = tmp_path / "ro-cache"
+    (ro / "evaldesk").mkdir(parents=True)
+    os.chmod(ro / "evaldesk", 0o555)
+    code = f"""
+import os, sys
+os.environ["XDG_CACHE_HOME"] = {str(ro)!r}
+from tests.services.harbor.test_parse_cache import _figures
+from services.harbor.source import HarborSource
+from pathlib import Path
+snap = HarborSource({str(d)!r}).scan_sync()
+print(repr(_figures(Path({str(d)!r}))))
+print(snap.stats.get("cache_problem", ""))
+"""
+    out = run_without_dac(code)
+    assert out.returncode == 0, out.stderr
+    figures, problem = out.stdout.splitlines()[:2]
+    assert figures == repr(truth)
+    assert "cannot" in problem
+
+
+def test_a_full_disk_only_costs_speed(tmp_path: Path) -> None:
+    d = _job(tmp_path, n=60)
+    truth = _figures(d, cache=False)
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+    code = f"""
+from pathlib import Path
+from tests.services.harbor.test_parse_cache import _figures
+print(repr(_figures(Path({str(d)!r}))))
+print(repr(_figures(Path({str(d)!r}))))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, preexec_fn=small_files,
+                         env=os.environ | {"PYTHONPATH": os.getcwd()}, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [repr(truth)] * 2
+
+
+def test_two_processes_sharing_the_cache(tmp_path: Path) -> None:
+    d = _job(tmp_path, n=200)
+    truth = repr(_figures(d, cache=False))
+    code = f"""
+from pathlib import Path
+from tests.services.harbor.test_parse_cache import _figures
+for _ in range(4):
+    print(repr(_figures(Path({str(d)!r}))))
+"""
+    env = os.environ | {"PYTHONPATH": os.getcwd()}
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert out.splitlines() == [truth] * 4
+
+
+def test_the_cache_is_bounded_and_forgets_gone_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.harbor.cache as cache_mod
+
+    d = _job(tmp_path)
+    cache = ParseCache(str(d))
+    HarborSource(d, cache=cache).scan_sync()
+    cache.forget_jobs_except(set())
+    assert cache.load(str(d)) == {}
+    monkeypatch.setattr(cache_mod, "MAX_ROWS", 5)
+    HarborSource(d, cache=cache).scan_sync()
+    db = sqlite3.connect(cache.path)
+    assert db.execute("SELECT count(*) FROM trials").fetchone()[0] <= 5
+    db.close()
+
+
+def test_the_policy_used_by_the_audit_is_not_cached(tmp_path: Path) -> None:
+    from services.audit.verdict import audit_experiment
+
+    d = _job(tmp_path)
+    HarborSource(d).scan_sync()
+    strict = Policy(benign_exceptions=["DaytonaError"])
+    exp = HarborSource(d, policy=strict).scan_sync().experiments[0]
+    fresh = HarborSource(d, policy=strict, cache=False).scan_sync().experiments[0]
+    assert audit_experiment(exp, strict).error_fraction == audit_experiment(fresh, strict).error_fraction
+
+
+def test_a_big_cold_read_split_with_a_forked_reader_gives_the_same_trials(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.harbor.scan as scan_mod
+
+    d = _job(tmp_path, n=40)
+    (d / "half__AAAAAAA").mkdir()
+    (d / "half__AAAAAAA" / "result.json").write_text('{"task_name": "half", "verifier_res')
+    serial = _figures(d, cache=False)
+    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4)
+    assert _figures(d, cache=False) == serial
+    snap = HarborSource(d).scan_sync()  # and its records are cached like any other
+    assert snap.stats["files_read"] == 42
+    assert HarborSource(d).scan_sync().stats["files_read"] == 0
+    assert _figures(d) == serial
+
+
+def test_a_job_dir_gone_from_the_root_leaves_the_cache(tmp_path: Path) -> None:
+    import shutil
+
+    d = _job(tmp_path)
+    other = JobBuilder(tmp_path / "jobs", "dev_set_v2_other_2026-01-01__00-00-00")
+    other.add("x", 1.0)
+    o = other.write()
+    root = tmp_path / "jobs"
+    HarborSource(root).scan_sync()
+    cache = ParseCache(str(root))
+    assert cache.load(str(o)) and cache.load(str(d))
+    shutil.rmtree(o)
+    HarborSource(root).scan_sync()
+    assert cache.load(str(o)) == {} and cache.load(str(d))
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["with-a-forked-reader", "alone"])
+def test_a_big_first_read_made_from_records_gives_the_same_trials(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: bool) -> None:
+    import services.harbor.scan as scan_mod
+
+    d = _job(tmp_path, n=30)
+    (d / "half__AAAAAAA").mkdir()
+    (d / "half__AAAAAAA" / "result.json").write_text('{"task_name": "half", "verifier_res')
+    foreign = os.fsencode(str(d)) + b"/caf\xe9__FFFFFFF"
+    os.mkdir(foreign)
+    with open(foreign + b"/result.json", "wb") as fh:
+        fh.write(b'{"verifier_result": {"rewards": {"reward": 1.0}}}')
+    serial = _figures(d, cache=False)
+    monkeypatch.setattr(scan_mod, "SETTLE_MIN", 4)
+    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4 if forked else 10**9)
+    assert _figures(d, cache=False) == serial
+    first = HarborSource(d).scan_sync()
+    assert first.stats["files_read"] == 33
+    assert HarborSource(d).scan_sync().stats["files_read"] == 1  # only the foreign name is read again
+    assert _figures(d) == serial
