@@ -55,6 +55,19 @@ class SourceConfig(BaseModel):
     poll_interval_s: float | None = None
 
 
+class AISBenchConfig(BaseModel):
+    """`[aisbench]`: where AISBench eval hosts are described and tasks are remembered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hosts_file: str = Field("~/.ais-bench-eval/hosts.json", description="eval hosts: host/port/user/image/"
+                            "benchmark_src/task_root (a missing file means none)")
+    hosts: list[dict[str, Any]] = Field(default_factory=list, description="more hosts, same fields as the file")
+    tasks_file: str | None = Field(None, description="the task table of remote task roots; default "
+                                   "$XDG_STATE_HOME/evaldesk/aisbench/tasks.json")
+    api_key_env: str = Field("AISBENCH_API_KEY", description="env var holding the model API key (never the key)")
+
+
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -70,6 +83,7 @@ class Config(BaseModel):
         default_factory=dict, description="binding id → key, e.g. experiments.filter = \"f\" (see ? help)"
     )
     policy: Policy = Field(default_factory=Policy)
+    aisbench: AISBenchConfig = Field(default_factory=AISBenchConfig)
     config_path: str | None = Field(None, exclude=True)
 
 

@@ -24,6 +24,8 @@ from services.remediations.steps import StepContext
 
 REMEDIATIONS: dict[str, str] = {
     "dedupe": "services.remediations.dedupe",
+    "aisbench_launch": "services.aisbench.launch",
+    "aisbench_resume": "services.aisbench.resume",
 }
 
 
