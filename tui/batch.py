@@ -41,8 +41,12 @@ EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
 
 
+SM_PREFIX = "__SM_PROGRESS__="
+
+
 class Progress:
-    """Progress lines on stderr: human text, or `__EVALDESK_PROGRESS__=<json>` for machines."""
+    """Progress lines on stderr: human text, `__EVALDESK_PROGRESS__=<json>` for machines, or
+    the runbooks' protocol (`--progress sm`): `__SM_PROGRESS__=<json>` with the same payload."""
 
     def __init__(self, mode: str, err: IO[str]) -> None:
         self.mode = mode
@@ -56,9 +60,10 @@ class Progress:
         if done and total and done < total and now - self._last < 0.5:
             return
         self._last = now
-        if self.mode == "json":
+        if self.mode in ("json", "sm"):
             payload = {"done": done, "total": total, "message": message}
-            self.err.write(f"__EVALDESK_PROGRESS__={json.dumps(payload)}\n")
+            prefix = SM_PREFIX if self.mode == "sm" else "__EVALDESK_PROGRESS__="
+            self.err.write(f"{prefix}{json.dumps(payload, ensure_ascii=False)}\n")
         else:
             frac = f" {done}/{total}" if total else ""
             self.err.write(f"evaldesk: {message}{frac}\n")
@@ -112,6 +117,14 @@ def _pct(x: float | None) -> str:
 def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    if getattr(args, "progress", None) == "sm":
+        from tui.batch_sm import run_sm
+
+        return run_sm(args, config, out, err, _run_batch)
+    return _run_batch(args, config, out, err)
+
+
+def _run_batch(args: Any, config: Config, out: IO[str], err: IO[str]) -> int:
     # A trial dir name need not be UTF-8 (Linux allows any bytes); escape such names rather than crash.
     for stream in (out, err):
         reconfigure = getattr(stream, "reconfigure", None)
@@ -124,7 +137,7 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
     console = Console(file=out, width=width, no_color=not out.isatty())
     cmd = args.command
-    if cmd == "dedupe" and args.apply and read_only:
+    if cmd in ("dedupe", "launch") and args.apply and read_only:
         err.write("evaldesk: --apply refused: read-only mode is on (--read-only or read_only = true in config)\n")
         return EXIT_USAGE
     if cmd == "undo" and read_only:
@@ -159,6 +172,10 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
     cmd = args.command
     if cmd == "undo":
         return await _undo(args, config, fmt, out)
+    if cmd == "launch":
+        from tui.batch_launch import run_launch
+
+        return await run_launch(args, config, fmt, progress, console, out, err)
     snaps, sources = await _scan_all(args.sources, config, progress)
     try:
         problems = [e for s in snaps for e in s.errors]

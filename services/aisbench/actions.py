@@ -30,8 +30,6 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
-
 from services.aisbench.formats import HostEntry, TaskMeta, TaskRow
 from services.aisbench.models import LAUNCH, RESUME, TaskExperiment
 from services.aisbench.preflight import Preflight, check_api, run_preflight
@@ -59,22 +57,12 @@ from services.core.models import Experiment, State
 from services.core.source import Source
 from services.remediations.command import command_step
 from services.remediations.errors import WriteRefused
+from services.remediations.inputs import InputField
 from services.remediations.records import Plan, new_record_id
 from services.remediations.steps import MoveStep, Step, StepContext, WriteFileStep
 from services.transport.process import display
 
 LAUNCHABLE = (State.needs_input, State.blocked, State.pending, State.removed)
-
-
-class InputField(BaseModel):
-    """One value a launch needs from a person, with what to base it on."""
-
-    name: str
-    label: str
-    guidance: str
-    suggested: int | None = None
-    minimum: int = 1
-    maximum: int | None = None
 
 
 def _sha(text: str) -> str:
@@ -176,6 +164,15 @@ async def provide_inputs(exp: Experiment, source: Source, config: Config, values
 
 # ---- plans ------------------------------------------------------------------------------------
 
+def _blocked(pf: Preflight) -> str | None:
+    if pf.ok:
+        return None
+    failed = pf.failed
+    if failed is None:
+        return "the preflight did not finish"
+    return f"preflight failed at '{failed.step}': {failed.evidence}"
+
+
 def _preflight_lines(pf: Preflight, where: str) -> list[str]:
     lines = [f"Preflight (from {where}):"]
     for s in pf.steps:
@@ -236,8 +233,7 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
     detach = detach_argv(host, task.id, p["dir"], [])
     # launched_at changes with the clock: the digest covers what the steps do, not when
     stable_meta = meta_json(meta.model_copy(update={"launched_at": None}))
-    blocked = None if pf.ok else f"blocked: {pf.failed.step if pf.failed else 'preflight'}: " \
-        f"{pf.failed.evidence if pf.failed else 'incomplete'}"
+    blocked = _blocked(pf)
     digest = _sha(json.dumps([task.id, stable_meta, config_py, model_tpl, run_sh, detach, host.uses_docker,
                               blocked is None]))
     record_id = new_record_id(LAUNCH, now, digest)
@@ -281,7 +277,7 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
                 f"and records its exit code in {p['exit_code']} (a results file decides the outcome, "
                 "not that code)."]
     if blocked:
-        preview += ["", f"Cannot launch: {blocked}. Nothing will be written on the host."]
+        preview += ["", f"Blocked — {blocked}. Nothing will be written on the host."]
     lock_dir = src.task_root if await src.task_fs().stat(src.task_root) is not None else None
     return Plan(
         id=record_id, action=LAUNCH, title=f"Launch AISBench task {task.id}", target=p["dir"], host=src.host,
@@ -317,8 +313,7 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
         row = await _remember(src, row, pf, now)
     extra = ["--reuse", task.task.run] if task.task.run else []
     detach = detach_argv(host, task.id, p["dir"], extra)
-    blocked = None if pf.ok else f"blocked: {pf.failed.step if pf.failed else 'preflight'}: " \
-        f"{pf.failed.evidence if pf.failed else 'incomplete'}"
+    blocked = _blocked(pf)
     digest = _sha(json.dumps([task.id, task.task.run, task.task.exit_code, detach, blocked is None]))
     record_id = new_record_id(RESUME, now, digest)
     steps: list[Step] = []
@@ -345,7 +340,7 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
         f"  {display(detach, host=src.host)}",
     ]
     if blocked:
-        preview += ["", f"Cannot resume: {blocked}. Nothing will change on the host."]
+        preview += ["", f"Blocked — {blocked}. Nothing will change on the host."]
     return Plan(
         id=record_id, action=RESUME, title=f"Resume AISBench task {task.id}", target=p["dir"], host=src.host,
         experiment=f"{exp.source_label}::{exp.id}", input_hash=digest, steps=steps, preview=preview,

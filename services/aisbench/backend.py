@@ -73,17 +73,24 @@ def open_path(path: str, config: Config) -> Source:
     return _local(path, config)
 
 
-def _is_task_root(path: Path) -> bool:
+def _is_task_root(path: Path, look: int = 16) -> bool:
+    """Evaldesk's task table beside the tasks, or a task dir among the first few children (a
+    folder of 100k Harbor trial dirs is not listed whole to find out it is not one)."""
     if (path / LOCAL_TABLE).is_file():
         return True
     try:
-        children = [c for c in path.iterdir() if c.is_dir() and not c.name.startswith(".")]
+        with os.scandir(path) as it:
+            for entry in it:
+                if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                    continue
+                child = Path(entry.path)
+                if (child / "task.json").is_file() or ((child / "run.sh").is_file() and (child / "cfg").is_dir()):
+                    return True
+                look -= 1
+                if look <= 0:
+                    return False
     except OSError:
         return False
-    for child in children[:64]:
-        names = {c.name for c in child.iterdir()} if child.is_dir() else set()
-        if "task.json" in names or ("run.sh" in names and "cfg" in names):
-            return True
     return False
 
 
@@ -96,9 +103,14 @@ def find_local(path: str, config: Config) -> list[Source]:
     if _is_task_root(p):
         return [_local(path, config)]
     found: list[Source] = []
-    for child in sorted(p.iterdir()):
-        if child.is_dir() and not child.name.startswith(".") and _is_task_root(child):
-            found.append(_local(str(child), config))
+    try:
+        with os.scandir(p) as it:
+            children = sorted(e.path for e in it if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+    for child in children[:256]:
+        if _is_task_root(Path(child)):
+            found.append(_local(child, config))
     return found
 
 
@@ -118,3 +130,12 @@ def audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
     from services.aisbench.models import TaskExperiment
 
     return audit_task(exp, policy, now) if isinstance(exp, TaskExperiment) else None
+
+
+async def new_task(source: Source, config: Config, **request: object) -> str:
+    """Ask for a new task on `source` (a row in its task table); its id. `--batch launch` then
+    plans `aisbench_launch` on it like any other task. Raises WriteRefused for a bad request."""
+    from services.aisbench.actions import new_task as ask
+
+    row = await ask(source, config, **request)  # type: ignore[arg-type]
+    return row.id

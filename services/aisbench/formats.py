@@ -93,6 +93,8 @@ class DatasetResult(BaseModel):
         out: dict[str, float] = {}
         if self.accuracy is not None:
             out["accuracy"] = self.accuracy
+        if self.submitted_accuracy is not None:
+            out["submitted_accuracy"] = self.submitted_accuracy
         for key, value in (self.model_extra or {}).items():
             if key in NOT_METRICS:
                 continue

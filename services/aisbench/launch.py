@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from services.aisbench import actions
-from services.aisbench.actions import InputField
 from services.core.config import Config
 from services.core.models import Experiment
 from services.core.source import Source
+from services.remediations.inputs import InputField
 from services.remediations.records import Plan
 from services.remediations.steps import StepContext
 

@@ -25,9 +25,13 @@ MODEL = "fake-model"
 
 class FakeOpenAI:
     def __init__(self, answer: str = "18", api_key: str | None = None, model: str = MODEL,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, models_need_key: bool = True,
+                 max_model_len: int = 32768) -> None:
         self.answer = answer
         self.api_key = api_key
+        # vLLM's --api-key guards every /v1 route; some servers leave the model list open
+        self.models_need_key = models_need_key
+        self.max_model_len = max_model_len
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self.authorized_calls = 0
@@ -57,12 +61,12 @@ class FakeOpenAI:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if not self._authorized():
+                if (server.models_need_key or not self.path.startswith("/v1/models")) and not self._authorized():
                     return
                 if self.path.rstrip("/") in ("/v1/models", "/models"):
                     self._json(200, {"object": "list", "data": [
                         {"id": server.model, "object": "model", "created": 0, "owned_by": "evaldesk-tests",
-                         "max_model_len": 32768}]})
+                         "max_model_len": server.max_model_len}]})
                 elif self.path in ("/health", "/v1/health"):
                     self._json(200, {"status": "ok"})
                 else:

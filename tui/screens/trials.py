@@ -32,7 +32,7 @@ from services.core.source import TrialFile
 from services.transport.fs import JobFS
 from tui.actions import bindings_for
 from tui.context import ConsoleState, console
-from tui.messages import SnapshotUpdated
+from tui.messages import OpenView, SnapshotUpdated
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel
 from widgets.log_tail import ErrorReader, FSReader, LogTail
 from widgets.trial_table import (
@@ -529,6 +529,9 @@ class TrialsScreen(Screen[None]):
     def action_log_follow(self) -> None:
         self.log_tail.follow = True
         self.log_tail.scroll_to_end()
+
+    def action_results(self) -> None:
+        self.post_message(OpenView("results", [self.key]))
 
     def action_back(self) -> None:
         if self.grouped or self.status_filter is not None or self.focus_filter is not None:
