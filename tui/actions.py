@@ -87,8 +87,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("experiments.monitor", "m", "monitor", "Monitor", "experiments",
                help="Live monitor of the selected experiment"),
     ActionSpec("experiments.results", "v", "results", "Results", "experiments",
-               help="Results of the selected experiment as its source lays them out (AISBench: per dataset, "
-                    "latency plot, summary)"),
+               help="Results: per-dataset figures, plots, the tool's summary"),
     ActionSpec("experiments.filter", "slash", "filter", "Filter", "experiments", key_display="/",
                help="Filter rows: text or regex, ! inverts, recalls the last"),
     ActionSpec("experiments.clear_filter", "escape", "clear_filter", "Clear filter", "experiments",
@@ -136,8 +135,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("trials.wrap", "w", "log_wrap", "Wrap", "trials"),
     ActionSpec("trials.follow", "end", "log_follow", "Log: follow new lines (End in the log)", "trials",
                show=False),
-    ActionSpec("trials.results", "v", "results", "Results", "trials",
-               help="Results of this experiment as its source lays them out"),
+    ActionSpec("trials.results", "v", "results", "Results", "trials", show=False,
+               help="Results: per-dataset figures, plots, the tool's summary"),
     ActionSpec("trials.back", "escape", "back", "Clear/back", "trials", key_display="esc"),
     ActionSpec("trials.back_q", "q", "back", "Back", "trials", show=False, palette=False),
     # monitor

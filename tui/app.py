@@ -600,7 +600,7 @@ class EvaldeskApp(App[int]):
         if exp is None:
             return
         names = " and ".join(f.label.split(" (")[0] for f in message.fields)
-        title = f"{message.action.replace('_', ' ')} {exp.id}: {names} not given"
+        title = f"{exp.id}: {names} not given (needed before {message.action.replace('_', ' ')})"
 
         def answered(values: dict[str, int] | None) -> None:
             if values is None:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from services.aisbench.formats import HostEntry, TaskRow
 from services.aisbench.models import VIEW_DIR, DatasetTrial, TaskExperiment, TaskInfo
 from services.aisbench.reading import DatasetReading, TaskReading
+from services.aisbench.taskdir import SUITES
 from services.core.models import State, TrialCounts, TrialStatus
 
 PERF_STATS = ("Median", "P75", "P90", "P99", "Average", "Min", "Max")
@@ -134,7 +135,8 @@ def _without_dir(exp: TaskExperiment, row: TaskRow | None) -> None:
         return
     exp.started_at = row.created_at
     exp.updated_at = row.preflight_at or row.created_at
-    exp.counts = TrialCounts(expected=None)
+    planned = SUITES[row.suite].dataset_abbrs if row.suite in SUITES else ()
+    exp.counts = TrialCounts(expected=len(planned) or None)
     blocker = row.blocked_by
     if row.launched_at is not None:
         exp.state, exp.state_raw = State.removed, "removed"

@@ -111,8 +111,11 @@ def _num(v: float | None, fmt: str = "{:.2f}") -> str:
 def results_view(exp: TaskExperiment, summary: str | None) -> ResultView:
     info = exp.task
     view = ResultView(title=f"{exp.id}  ·  {exp.benchmark or '?'}  ·  {exp.model or '?'}")
-    view.lines.append(f"{exp.state_raw or exp.state.value}: {info.reason or ''}".rstrip(": "))
-    where = f"{info.where}:{exp.path}" if info.where != "local" else exp.path
+    reason = info.reason or ""
+    if len(reason) > 200:  # the whole of it is in the audit's evidence
+        reason = reason[:199] + "…"
+    view.lines.append(f"{exp.state_raw or exp.state.value}: {reason}".rstrip(": "))
+    where = f"on {info.where}" if info.where != "local" else "on this machine"
     params = ", ".join(f"{k} {v}" for k, v in (("max-out-len", info.max_out_len), ("batch size", info.batch_size),
                                                 ("prompts", info.num_prompts)) if v is not None)
     view.lines.append(f"{where}" + (f"  ·  run {info.run}" + (f" (of {info.runs})" if info.runs > 1 else "")
@@ -122,23 +125,18 @@ def results_view(exp: TaskExperiment, summary: str | None) -> ResultView:
     if acc:
         rows = []
         for t in acc:
-            if t.metric is not None:
-                value = _num(t.metrics.get(t.metric))
-                metric = t.metric
-            else:
-                value = "-"
-                metric = t.exception_type or t.status.value
+            value = _num(t.metrics.get(t.metric)) if t.metric is not None else "-"
+            status = t.status.value + (f": {t.exception_type}" if t.exception_type else "")
             p = t.predictions
-            rows.append([t.agent_name or "", t.task_name, metric, value, str(p.total) if p else "-",
-                         str(p.failed) if p else "-", t.status.value])
-        view.tables.append(ResultTable(title="Accuracy", columns=["model", "dataset", "metric", "value %",
-                                                                  "predictions", "failed req", "status"],
-                                       rows=rows))
+            rows.append([t.trial_name, t.metric or "-", value, str(p.total) if p else "-",
+                         str(p.failed) if p else "-", status])
+        view.tables.append(ResultTable(title="Accuracy (%)", columns=["dataset", "metric", "value", "preds",
+                                                                      "failed", "status"], rows=rows))
     swe = [t for t in trials if t.kind == "swebench"]
     if swe:
         view.tables.append(ResultTable(
-            title="SWE-bench", columns=["dataset", "resolved", "total", "submitted", "errors", "empty patch",
-                                        "accuracy %"],
+            title="SWE-bench (instances)", columns=["dataset", "resolved", "total", "submitted", "errors",
+                                                    "empty", "acc %"],
             rows=[[t.task_name, *(str(t.swebench.get(k, "-")) for k in ("resolved", "total", "submitted", "error",
                                                                           "empty_patch")),
                    _num(t.metrics.get("accuracy"))] for t in swe]))

@@ -4,6 +4,7 @@ The source reads what it needs in a worker; this screen only draws what comes ba
 
 from __future__ import annotations
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
@@ -30,9 +31,12 @@ class _ResultsRead(Message):
 
 
 def result_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
-    t = Table(title=title, title_justify="left", title_style="bold", expand=False, padding=(0, 1))
+    t = Table(title=title, title_justify="left", title_style="bold", expand=False, padding=(0, 1),
+              box=box.SIMPLE_HEAD)
+    last = len(columns) - 1
     for i, col in enumerate(columns):
-        t.add_column(col, overflow="fold", justify="left" if i == 0 else "right", no_wrap=i == 0)
+        # figures never wrap; the last column (a status, an error) folds when the screen is narrow
+        t.add_column(col, overflow="fold", justify="left" if i in (0, last) else "right", no_wrap=i != last)
     for row in rows:
         t.add_row(*row)
     return t
@@ -101,11 +105,11 @@ class ResultsScreen(Screen[None]):
             return
         v = message.view
         widgets: list[Static | SeriesPlot] = [Static(Text("\n".join(v.lines)), id="results-lines")]
+        # the plot first: on a small terminal it is what shows without scrolling
+        for i, plot in enumerate(v.plots):
+            widgets.append(SeriesPlot(plot.title, id=f"results-plot-{i}", classes="results-plot"))
         for table in v.tables:
             widgets.append(Static(result_table(table.title, table.columns, table.rows), classes="results-table"))
-        for i, plot in enumerate(v.plots):
-            sp = SeriesPlot(plot.title, id=f"results-plot-{i}", classes="results-plot")
-            widgets.append(sp)
         for text in v.texts:
             widgets.append(Static(Text(text.title, style="bold"), classes="results-text-title"))
             widgets.append(Static(Text(text.text), classes="results-text"))
