@@ -164,7 +164,7 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
     info.launched_at = r.launched_at
     info.summary = [f"{row.dataset} {row.metric} {' '.join(f'{k}={v}' for k, v in row.values.items())}"
                     for row in r.summary_rows]
-    exp.problems = list(r.problems)
+    exp.problems = list(r.problems) + [p for d in r.datasets for p in d.problems]
     exp.started_at = r.launched_at
     exp.updated_at = _ts(r.newest_mtime) or r.launched_at
     planned = list(r.meta.datasets if r.meta else [])
