@@ -72,7 +72,7 @@ def _demo(argv: list[str]) -> int:
 
     target = argv[0] if argv else str(data_dir() / "demo")
     paths = write_demo(Path(target), DEMO_NOW)
-    print(f"wrote {len(paths)} demo job dirs to {target}")
+    print(f"wrote {len(paths)} demo job dirs, task dirs and tables to {target}")
     print(f"try: evaldesk {target}   or   evaldesk --batch audit {target}")
     return 0
 

@@ -62,8 +62,8 @@ async def check_ssh(runner: Runner) -> PreflightStep:
         return PreflightStep(step=STEP_SSH, ok=False, evidence=f"{exc.where}: {exc.message}")
     if res.error or res.exit_code != 0:
         return PreflightStep(step=STEP_SSH, ok=False, evidence=f"{_where(runner)}: {res.error or res.exit_code}")
-    how = "answered over SSH" if runner.host else "local (no SSH needed)"
-    return PreflightStep(step=STEP_SSH, ok=True, evidence=f"{_where(runner)} {how}")
+    evidence = f"{runner.host} answered over SSH" if runner.host else "this machine (local, no SSH needed)"
+    return PreflightStep(step=STEP_SSH, ok=True, evidence=evidence)
 
 
 async def check_environment(runner: Runner, host: HostEntry) -> PreflightStep:
