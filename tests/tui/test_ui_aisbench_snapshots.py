@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 try:
-    from test_ui_aisbench import DOWN, NEEDS, PERF, aisbench_root, make_app
+    from test_ui_aisbench import DOWN, NEEDS, PERF, aisbench_root, make_app, select
     from ui_demo import settle, shared_demo
 except ImportError:  # collected as a package
     from tests.support.ui_demo import settle, shared_demo
-    from tests.tui.test_ui_aisbench import DOWN, NEEDS, PERF, aisbench_root, make_app
+    from tests.tui.test_ui_aisbench import DOWN, NEEDS, PERF, aisbench_root, make_app, select
 
 SIZES = [(80, 24), (120, 40)]
 Pilot = object
@@ -30,6 +30,10 @@ async def quiet(pilot: Pilot) -> None:
 
 async def at_home(pilot: Pilot) -> None:
     await settle(pilot)
+    # two sources finish their scans in either order, and the cursor stays on the row it was
+    # on: put it on a task, whose line at the bottom then says why it failed
+    select(pilot.app, DOWN)  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
     await quiet(pilot)
 
 
