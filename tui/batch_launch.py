@@ -116,7 +116,7 @@ async def _launch_on(args: Any, config: Config, source: Source, aisbench: Any, p
     action = report.check("finished").remediation
     base = {"task_id": task_id, "source": source.label, "task_dir": exp.path}
     if action is None:
-        return _result(status=exp.state_raw or exp.state.value, ok=exp.state.value == "running", **base,
+        return _result(status=exp.state_raw or exp.state.value, ok=exp.state.value in ("running", "finished"), **base,
                        message=f"{task_id} is {exp.state_raw or exp.state.value}: nothing to launch or resume")
     base["action"] = action
     given = {k: v for k, v in (("max_out_len", args.max_out_len), ("batch_size", args.batch_size)) if v is not None}

@@ -15,9 +15,10 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from services.aisbench.formats import PreflightStep, TaskRow
+from services.aisbench.formats import HostEntry, PreflightStep, TaskRow
 from services.aisbench.preflight import STEP_API, STEP_ENV, STEP_SRC, STEP_SSH
 from services.aisbench.table import LOCAL, LOCAL_TABLE, TaskTable
+from services.aisbench.taskdir import SUITES, ais_bench_argv, render_run_sh
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "aisbench" / "task_root"
 DEMO_DIR = "aisbench-eval-a"
@@ -33,6 +34,19 @@ def _age_files(task: Path, at: datetime) -> None:
             os.utime(os.path.join(dirpath, name), (stamp, stamp))
 
 
+def _rerender_run_sh(task: Path, root: Path, meta: dict[str, object]) -> list[str] | None:
+    """run.sh is evaldesk's own file: write it as a launch on this machine would, so a resume
+    from the demo runs (or is blocked by the preflight) here, not where the fixtures were made."""
+    if not (task / "run.sh").exists() or str(meta.get("suite")) not in SUITES:
+        return None
+    host = HostEntry(name=LOCAL, host=LOCAL, benchmark_src=str(root), task_root=str(root))
+    s = SUITES[str(meta["suite"])]
+    prompts = meta.get("num_prompts")
+    argv = ais_bench_argv(host, str(task), s, int(prompts) if isinstance(prompts, int) else None)
+    (task / "run.sh").write_text(render_run_sh(host, str(task), argv))
+    return argv
+
+
 def write_demo(root: Path, now: datetime, fixtures: Path = FIXTURES) -> list[Path]:
     if not fixtures.is_dir():
         return []
@@ -45,16 +59,15 @@ def write_demo(root: Path, now: datetime, fixtures: Path = FIXTURES) -> list[Pat
         dest = target / task.name
         shutil.copytree(task, dest)
         finished = now - timedelta(minutes=AGES.get(task.name, 60))
-        for name in ("run.sh", "task.json"):
-            f = dest / name
-            if f.exists():
-                f.write_text(f.read_text().replace(FIXTURE_ROOT, str(target)))
         meta = dest / "task.json"
         if meta.exists():
-            data = json.loads(meta.read_text())
+            data = json.loads(meta.read_text().replace(FIXTURE_ROOT, str(target)))
             for key in ("created_at", "launched_at"):
                 if key in data:
                     data[key] = (finished - timedelta(minutes=10)).isoformat()
+            argv = _rerender_run_sh(dest, target, data)
+            if argv:
+                data["command"] = argv
             meta.write_text(json.dumps(data, indent=2) + "\n")
         _age_files(dest, finished)
         written.append(dest)
