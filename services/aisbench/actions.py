@@ -295,7 +295,10 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
     src = _source(source)
     host = _host(src)
     now = now or datetime.now(UTC)
-    p = paths(src.task_root, task.id)
+    try:
+        p = paths(src.task_root, task.id)
+    except RequestError as exc:  # a dir made by hand with a name no shell should see unquoted
+        raise WriteRefused(f"{task.id!r}: {exc}") from None
     if not task.task.has_dir:
         raise WriteRefused(f"{task.id} has no task dir: launch it instead")
     if task.state == State.running:

@@ -117,6 +117,13 @@ async def test_tasks_sit_beside_harbor_jobs_and_v_opens_their_results(
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, ResultsScreen)
+        await pilot.press("escape")
+        await settle(pilot)
+        select(app, "demo::dev_set_v2_gpt-5-mini_2026-11-19__08-30-00")  # a Harbor job: nothing beyond trials
+        await pilot.press("v")
+        await settle(pilot)
+        assert isinstance(app.screen, ResultsScreen)
+        assert "lays out nothing beyond its trials" in text_of(app)
 
 
 async def test_a_failed_task_shows_why_per_dataset(tmp_path_factory: pytest.TempPathFactory,
