@@ -225,9 +225,11 @@ async def test_a_finished_task_is_not_read_again_until_it_changes(root: Path) ->
 
 
 def test_a_folder_of_task_roots_and_harbor_jobs_opens_one_source_per_kind(tmp_path: Path) -> None:
-    from services.core.registry import write_demo
+    from services.aisbench.demo import write_demo
     from services.core.times import DEMO_NOW
+    from tests.support.harbor_factory import healthy_job
 
+    healthy_job(tmp_path / "demo", n_tasks=2, n_rep=1).write()
     write_demo(tmp_path / "demo", DEMO_NOW)
     kinds = sorted(s.kind for s in open_sources(str(tmp_path / "demo"), Config()))
-    assert kinds.count("harbor") == 1 and kinds.count("aisbench") == 1
+    assert kinds == ["aisbench", "harbor"]
