@@ -125,6 +125,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("experiments.audit", "a", "audit", "Audit", "experiments", help="Audit the selected experiment"),
     ActionSpec("experiments.monitor", "m", "monitor", "Monitor", "experiments",
                help="Live monitor of the selected experiment"),
+    ActionSpec("experiments.results", "v", "results", "Results", "experiments",
+               help="Results: per-dataset figures, plots, the tool's summary"),
     ActionSpec("experiments.filter", "slash", "filter", "Filter", "experiments", key_display="/",
                help="Filter rows: text or regex, ! inverts, recalls the last"),
     ActionSpec("experiments.clear_filter", "escape", "clear_filter", "Clear filter", "experiments",
@@ -191,6 +193,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("trials.wrap", "w", "log_wrap", "Wrap", "trials"),
     ActionSpec("trials.follow", "end", "log_follow", "Log: follow new lines (End in the log)", "trials",
                show=False),
+    ActionSpec("trials.results", "v", "results", "Results", "trials", show=False,
+               help="Results: per-dataset figures, plots, the tool's summary"),
     ActionSpec("trials.back", "escape", "back", "Clear/back", "trials", key_display="esc"),
     ActionSpec("trials.back_q", "q", "back", "Back", "trials", show=False, palette=False),
     # monitor
@@ -228,6 +232,16 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("lock.break", "b", "break", "Break lock", "lock",
                help="Break a stale lock (its holder is gone) and carry on"),
     ActionSpec("lock.close", "escape", "close", "Close", "lock", key_display="esc", help="Change nothing"),
+    # results
+    ActionSpec("results.trials", "t", "open_trials", "Trials", "results", help="Trials of this experiment"),
+    ActionSpec("results.audit", "a", "audit", "Audit", "results", help="Audit this experiment"),
+    ActionSpec("results.back", "escape", "back", "Back", "results", key_display="esc", help="Back"),
+    ActionSpec("results.back_q", "q", "back", "Back", "results", show=False, palette=False, help="Back"),
+    # inputs dialog (values a write needs before it is planned)
+    ActionSpec("inputs.submit", "ctrl+s", "submit", "Continue", "inputs",
+               help="Go on with these values (enter in the last field too)"),
+    ActionSpec("inputs.cancel", "escape", "cancel", "Cancel", "inputs", key_display="esc",
+               help="Cancel: nothing is launched"),
     # help, log
     ActionSpec("help.close", "escape", "close", "Close", "help", key_display="esc", help="Close help"),
     *_scroll_actions("help", "the keys", keys_jk=False),

@@ -46,6 +46,7 @@ from tui.messages import (
     CommandChanged,
     CommandOutput,
     HandOver,
+    InputsNeeded,
     Notice,
     OpenView,
     PlanReady,
@@ -666,6 +667,14 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             raise
         self._push_safely(lambda: MonitorScreen(keys=keys), "monitor")
 
+    def open_results(self, key: str) -> None:
+        from tui.screens.results import ResultsScreen
+
+        if self.experiment(key) is None:
+            self.record("warning", "results", "no experiment selected")
+            return
+        self._push_safely(lambda: ResultsScreen(key), "results")
+
     @on(OpenView)
     def _on_open_view(self, message: OpenView) -> None:
         if message.view == "monitor":
@@ -676,6 +685,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             self.open_trials(message.keys[0])
         elif message.view == "audit":
             self.open_audit(message.keys[0])
+        elif message.view == "results":
+            self.open_results(message.keys[0])
         elif message.view == "log":
             self.action_show_log()
         elif message.view == "command":
@@ -743,14 +754,52 @@ class EvaldeskApp(RecoveryFlow, App[int]):
                         exit_on_error=False, description=f"{message.action} preview for {exp.id}")
 
     async def _plan(self, action: str, key: str, exp: Experiment, options: dict[str, Any] | None = None) -> None:
-        from services.remediations import registry
+        from services.remediations import inputs, registry
 
         try:
+            fields = await inputs.needed(action, exp, self.source_for(key), self.config)
+            if fields:
+                self.post_message(InputsNeeded(action, key, fields))
+                return
             plan = await registry.plan(action, exp, self.source_for(key), self.config, self.now(), options)
         except WriteRefused as exc:
             self.post_message(WriteDone(action, key, f"{action}: {exc}", rescan=False))
             return
         self.post_message(PlanReady(action, key, plan))
+
+    @on(InputsNeeded)
+    def _on_inputs_needed(self, message: InputsNeeded) -> None:
+        from tui.screens.inputs import InputsScreen
+
+        exp = self.experiment(message.key)
+        if exp is None:
+            return
+        names = " and ".join(f.label.split(" (")[0] for f in message.fields)
+        title = f"{exp.id}: {names} not given (needed before {message.action.replace('_', ' ')})"
+
+        def answered(values: dict[str, int] | None) -> None:
+            if values is None:
+                self.record("information", message.action, f"{message.action} cancelled: nothing changed",
+                            notify=False)
+                return
+            self.run_worker(self._provide(message.action, message.key, values), name=f"inputs {message.action}",
+                            group="plan", exclusive=True, exit_on_error=False,
+                            description=f"{message.action} inputs for {exp.id}")
+
+        self.push_screen(InputsScreen(title, message.fields), callback=answered)
+
+    async def _provide(self, action: str, key: str, values: dict[str, int]) -> None:
+        from services.remediations import inputs
+
+        exp = self.experiment(key)
+        if exp is None:
+            return
+        try:
+            await inputs.provide(action, exp, self.source_for(key), self.config, values)
+        except WriteRefused as exc:
+            self.post_message(WriteDone(action, key, f"{action}: {exc}", rescan=False))
+            return
+        await self._plan(action, key, exp)
 
     async def _plan_undo(self, key: str, exp: Experiment) -> None:
         from services.remediations.records import UNDOABLE
@@ -794,7 +843,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             refusal = self.write_refusal("undo") or ("; ".join(req.blocked) if req.blocked else None)
         else:
             plan = cast("Plan", message.payload)
-            if plan.meta.get("preview_paths") == "absolute":
+            if plan.meta.get("preview_paths") == "absolute" or plan.meta.get("full_paths"):
                 lines = list(plan.preview)  # a command's paths are shown exactly as it gets them
             else:
                 lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
@@ -804,6 +853,9 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             title, confirm = plan.title, f"Apply {len(plan.steps)} step(s)"
             refusal = self.write_refusal(message.action) or (
                 f"Cannot apply now: {plan.blocked}." if plan.blocked else None)
+            if plan.blocked:
+                # planning may have learned why (a preflight): the list shows it at once
+                self._start_scan(self.source_for(message.key), force=True)
         self._pending = PendingWrite(message.action, message.key, message.payload, lines)
         self.push_screen(
             ConfirmScreen(title, lines, confirm_label=confirm, action=message.action, refusal=refusal),

@@ -40,8 +40,12 @@ EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
 
 
+SM_PREFIX = "__SM_PROGRESS__="
+
+
 class Progress:
-    """Progress lines on stderr: human text, or `__EVALDESK_PROGRESS__=<json>` for machines."""
+    """Progress lines on stderr: human text, `__EVALDESK_PROGRESS__=<json>` for machines, or
+    the runbooks' protocol (`--progress sm`): `__SM_PROGRESS__=<json>` with the same payload."""
 
     def __init__(self, mode: str, err: IO[str]) -> None:
         self.mode = mode
@@ -60,9 +64,10 @@ class Progress:
         if done and total and done < total and now - self._last < 0.5:
             return
         self._last = now
-        if self.mode == "json":
+        if self.mode in ("json", "sm"):
             payload = {"done": done, "total": total, "message": message}
-            self.err.write(f"__EVALDESK_PROGRESS__={dumps(payload)}\n")
+            prefix = SM_PREFIX if self.mode == "sm" else "__EVALDESK_PROGRESS__="
+            self.err.write(f"{prefix}{dumps(payload)}\n")
         else:
             frac = f" {done}/{total}" if total else ""
             self.err.write(f"evaldesk: {term_safe(message)}{frac}\n")
@@ -148,6 +153,14 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     out = out or sys.stdout
     # every line on stderr, from whichever module writes it, goes through term_safe
     err = cast(IO[str], SafeLines(err or sys.stderr))
+    if getattr(args, "progress", None) == "sm":
+        from tui.batch_sm import run_sm
+
+        return run_sm(args, config, out, err, _run_batch)
+    return _run_batch(args, config, out, err)
+
+
+def _run_batch(args: Any, config: Config, out: IO[str], err: IO[str]) -> int:
     # A trial dir name need not be UTF-8 (Linux allows any bytes); escape such names rather than crash.
     for stream in (out, err):
         reconfigure = getattr(stream, "reconfigure", None)
@@ -159,7 +172,7 @@ def run_batch(args: Any, config: Config, out: IO[str] | None = None, err: IO[str
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
     console = cast("Console", _LazyConsole(file=out, width=width, no_color=not out.isatty()))
     cmd = args.command
-    if cmd in ("undo", "finish") or (cmd in ("dedupe", "fix", "resume") and args.apply):
+    if cmd in ("undo", "finish") or (cmd in ("dedupe", "fix", "resume", "launch") and args.apply):
         from tui.batch_records import write_path_for
 
         # the write path decides; batch only asks before it reads anything
@@ -232,6 +245,10 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
         if not args.sources:
             err.write("evaldesk: fix CHECK_ID needs a SOURCE (a job dir or folder)\n")
             return EXIT_USAGE
+    if cmd == "launch":
+        from tui.batch_launch import run_launch
+
+        return await run_launch(args, config, fmt, progress, console, out, err)
     snaps, sources = await _scan_all(args.sources, config, progress)
     try:
         problems = [e for s in snaps for e in s.errors]

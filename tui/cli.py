@@ -8,7 +8,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 from services.core.text import term_safe
 
-BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal", "resume")
+BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal", "resume",
+                  "launch")
 
 
 def _version() -> str:
@@ -58,9 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run headless: " + ", ".join(BATCH_COMMANDS))
     p.add_argument("--format", choices=("table", "json", "jsonl"),
                    help="batch output (default: table on a terminal, json otherwise)")
-    p.add_argument("--progress", choices=("none", "text", "json"), help="batch progress on stderr")
+    p.add_argument("--progress", choices=("none", "text", "json", "sm"),
+                   help="batch progress on stderr; sm: __SM_PROGRESS__=<json> lines and one final JSON with ok")
     p.add_argument("--apply", action="store_true",
-                   help="dedupe, fix, resume: carry out the plan (default is a dry run)")
+                   help="dedupe, fix, resume, launch: carry out the plan (default is a dry run)")
     p.add_argument("--since", metavar="ISO", help="journal: only writes at or after this time")
     p.add_argument("--break-lock", action="store_true",
                    help="dedupe --apply, undo, finish: break a stale lock in the way (a dead holder, or "
@@ -73,6 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=None, metavar="S", help="monitor: seconds between polls")
     p.add_argument("--until", default=None, metavar="done|COUNT", help="monitor: stop when done or after COUNT polls")
     p.add_argument("--baseline", metavar="FILE", help="monitor: expected pass rate file (baselines/<name>.json)")
+    launch = p.add_argument_group("launch (AISBench tasks; SOURCE is aisbench+ssh://host/task_root or a path)")
+    launch.add_argument("--suite", help="gsm8k, mmlu, ceval, math500, aime2024, gpqa, humaneval, perf_gsm8k, …")
+    launch.add_argument("--model", help="the served model name")
+    launch.add_argument("--api-base", metavar="URL", help="the model API as the eval host reaches it: http://ip:port/v1")
+    launch.add_argument("--max-out-len", type=int, metavar="N", help="max output tokens (≤ max-model-len − 8K)")
+    launch.add_argument("--batch-size", type=int, metavar="N", help="concurrent requests (≈ the server's max-num-seqs)")
+    launch.add_argument("--num-prompts", type=int, metavar="N", help="only the first N prompts (a quick check)")
+    launch.add_argument("--api-key-env", metavar="VAR", help="env var holding the API key (never the key itself)")
+    launch.add_argument("--task-id", metavar="ID", help="the new task's id (default <suite>-<time>-<hex>)")
+    launch.add_argument("--reuse", metavar="TASK_ID", help="launch or resume this task of the task table")
     return p
 
 
@@ -85,7 +97,7 @@ def _demo(argv: list[str]) -> int:
 
     target = argv[0] if argv else str(data_dir() / "demo")
     paths = write_demo(Path(target), DEMO_NOW)
-    print(f"wrote {len(paths)} demo job dirs to {target}")
+    print(f"wrote {len(paths)} demo job dirs, task dirs and tables to {target}")
     print(f"try: evaldesk {target}   or   evaldesk --batch audit {target}")
     return 0
 

@@ -113,6 +113,16 @@ class CommandChanged(Message, bubble=False):
         self.key = key
 
 
+class InputsNeeded(Message):
+    """A write needs values from a person before it can be planned (`fields`: InputField)."""
+
+    def __init__(self, action: str, key: str, fields: list[Any]) -> None:
+        super().__init__()
+        self.action = action
+        self.key = key
+        self.fields = fields
+
+
 class Notice(Message):
     """A screen has something for the log of errors and notices (and a toast when `notify`)."""
 

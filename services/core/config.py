@@ -157,6 +157,19 @@ class CsbenchConfig(BaseModel):
         return ids
 
 
+class AISBenchConfig(BaseModel):
+    """`[aisbench]`: where AISBench eval hosts are described and tasks are remembered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hosts_file: str = Field("~/.ais-bench-eval/hosts.json", description="eval hosts: host/port/user/image/"
+                            "benchmark_src/task_root (a missing file means none)")
+    hosts: list[dict[str, Any]] = Field(default_factory=list, description="more hosts, same fields as the file")
+    tasks_file: str | None = Field(None, description="the task table of remote task roots; default "
+                                   "$XDG_STATE_HOME/evaldesk/aisbench/tasks.json")
+    api_key_env: str = Field("AISBENCH_API_KEY", description="env var holding the model API key (never the key)")
+
+
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -177,6 +190,7 @@ class Config(BaseModel):
     traces: TracesConfig = Field(default_factory=TracesConfig)
     csbench: CsbenchConfig | None = None
     commands: CommandConfig = Field(default_factory=CommandConfig, description="resume/re-run here")
+    aisbench: AISBenchConfig = Field(default_factory=AISBenchConfig)
     config_path: str | None = Field(None, exclude=True)
 
     def leaderboard_usernames(self) -> list[str]:

@@ -24,6 +24,7 @@ from services.core.source import Source, SourceUnavailable
 BACKENDS: tuple[tuple[str, str], ...] = (
     ("harbor", "services.harbor.backend"),
     ("csbench", "services.csbench.backend"),
+    ("aisbench", "services.aisbench.backend"),
 )
 
 

@@ -39,6 +39,8 @@ REMEDIATIONS: dict[str, str] = {
     "csbench_fetch": "services.csbench.fetch",
     "resume": "services.remediations.resume",
     "rerun": "services.remediations.rerun",
+    "aisbench_launch": "services.aisbench.launch",
+    "aisbench_resume": "services.aisbench.resume",
 }
 
 

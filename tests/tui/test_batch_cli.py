@@ -274,7 +274,8 @@ def test_demo_then_audit_gives_the_expected_verdicts(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     p = evaldesk("--batch", "audit", "--format", "json", str(demo))
     assert p.returncode == 1, p.stderr
-    verdicts: dict[str, Any] = {e["id"]: e["verdict"] for e in json.loads(p.stdout)["experiments"]}
+    verdicts: dict[str, Any] = {e["id"]: e["verdict"] for e in json.loads(p.stdout)["experiments"]
+                                if e["source"] in ("harbor", "csbench")}  # more backends' demo data sits beside
     expect = {
         "dev_set_v2": "dedupe",
         "OpenThinker-Agent-8B": "finalize",

@@ -156,8 +156,25 @@ async def to_command(pilot: Pilot[Any]) -> None:
     await settle(pilot, 2)
 
 
+async def to_results(pilot: Pilot[Any]) -> None:
+    from tui.screens.results import ResultsScreen
+
+    pilot.app.push_screen(ResultsScreen(SWE_KEY))
+    await settle(pilot, 2)
+
+
+async def to_inputs(pilot: Pilot[Any]) -> None:
+    from services.remediations.inputs import InputField
+    from tui.screens.inputs import InputsScreen
+
+    fields = [InputField(name="max_out_len", label="max-out-len", guidance="≤ max-model-len − 8K", suggested=2048),
+              InputField(name="batch_size", label="batch size", guidance="from max-num-seqs", suggested=16)]
+    pilot.app.push_screen(InputsScreen("Launch gsm8k", fields))
+    await settle(pilot, 2)
+
+
 SCREENS: dict[str, Step] = {
-    "recovery": to_recovery, "lock": to_lock, "command": to_command,
+    "recovery": to_recovery, "lock": to_lock, "command": to_command, "results": to_results, "inputs": to_inputs,
     "global": home, "experiments": home, "audit": to_audit, "trials": to_trials, "monitor": to_monitor,
     "confirm": to_confirm, "help": keys("question_mark"), "log": to_log,
 }
@@ -291,6 +308,14 @@ CASES: dict[str, Case] = {
     "command.audit": Case(),
     "command.back": Case(),
     "command.back_q": Case(),
+    "experiments.results": Case(),  # a Harbor job has no results view: it says so (a log entry)
+    "trials.results": Case(),
+    "results.trials": Case(),
+    "results.audit": Case(),
+    "results.back": Case(),
+    "results.back_q": Case(),
+    "inputs.submit": Case(),
+    "inputs.cancel": Case(),
     "recovery.finish": Case(),
     "recovery.rollback": Case(),
     "recovery.later": Case(),

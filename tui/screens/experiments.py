@@ -400,6 +400,11 @@ class ExperimentsScreen(Screen[None]):
         if key:
             self.post_message(OpenView("audit", [key]))
 
+    def action_results(self) -> None:
+        key = self.selected_key()
+        if key:
+            self.post_message(OpenView("results", [key]))
+
     def action_monitor(self) -> None:
         key = self.selected_key()
         self.post_message(OpenView("monitor", [key] if key else []))

@@ -38,7 +38,7 @@ from services.transport.fs import JobFS
 from tui.actions import bindings_for
 from tui.context import ConsoleState, console
 from tui.external import copy_location
-from tui.messages import HandOver, RequestPlan, SnapshotUpdated
+from tui.messages import HandOver, OpenView, RequestPlan, SnapshotUpdated
 from tui.navigation import move
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel
 from widgets.ids import shorten
@@ -627,6 +627,9 @@ class TrialsScreen(Screen[None]):
     def action_log_follow(self) -> None:
         self.log_tail.follow = True
         self.log_tail.scroll_to_end()
+
+    def action_results(self) -> None:
+        self.post_message(OpenView("results", [self.key]))
 
     def action_back(self) -> None:
         if self.grouped or self.status_filter is not None or self.focus_filter is not None:

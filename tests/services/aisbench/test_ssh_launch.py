@@ -1,0 +1,250 @@
+"""Launch, preflight, status and resume of AISBench tasks end to end: `evaldesk --batch` in a
+subprocess, a real SSH server on loopback (the eval host), the fake OpenAI server on loopback
+(the model server, reached FROM the eval host by curl) and a stand-in `ais_bench` on the
+host's PATH that writes the documented outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.ais_bench_standin import install
+from tests.support.openai_server import FakeOpenAI
+from tests.support.ssh_server import InProcessSSHServer
+from tests.support.ssh_server import ssh_server as ssh_server
+
+ROOT = Path(__file__).resolve().parents[3]
+KEY = "sk-evaldesk-test-9f8e7d6c5b4a"
+KEY_ENV = "AISBENCH_TEST_KEY"
+
+
+@dataclass
+class EvalHost:
+    server: InProcessSSHServer
+    model: FakeOpenAI
+    config: Path
+    task_root: Path
+    tmp: Path
+    runs: list[subprocess.CompletedProcess[str]]
+
+    async def evaldesk(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "tui.cli", "--config", str(self.config), *args]
+        p = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        self.runs.append(p)
+        return p
+
+    async def wait_exit_code(self, task_id: str, timeout: float = 40) -> str:
+        path = self.task_root / task_id / "exit_code"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if path.exists() and path.read_text().strip():
+                return path.read_text().strip()
+            await asyncio.sleep(0.2)
+        log = self.task_root / task_id / "run.log"
+        raise AssertionError(f"{task_id}: no exit code after {timeout}s; run.log: "
+                             f"{log.read_text() if log.exists() else '-'}")
+
+
+@pytest.fixture
+async def host(ssh_server: InProcessSSHServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+               ) -> AsyncIterator[EvalHost]:
+    bin_dir = tmp_path / "host-bin"
+    install(bin_dir)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(KEY_ENV, KEY)
+    src = tmp_path / "eval-host" / "ais_bench_src"
+    src.mkdir(parents=True)
+    task_root = tmp_path / "eval-host" / "tasks"
+    hosts = tmp_path / "hosts.json"
+    hosts.write_text(json.dumps({"eval-a": {
+        "host": "127.0.0.1", "port": ssh_server.port, "identity_file": str(ssh_server.client_key_path),
+        "known_hosts": str(ssh_server.known_hosts_path), "image": "", "benchmark_src": str(src),
+        "task_root": str(task_root)}}))
+    config = tmp_path / "config.toml"
+    config.write_text(f'ssh_config = "{ssh_server.ssh_config_path}"\njournal_path = "{tmp_path / "journal.jsonl"}"\n'
+                      f'[aisbench]\nhosts_file = "{hosts}"\ntasks_file = "{tmp_path / "tasks.json"}"\n')
+    model = FakeOpenAI(api_key=KEY, models_need_key=False).start()
+    try:
+        yield EvalHost(ssh_server, model, config, task_root, tmp_path, [])
+    finally:
+        model.stop()
+
+
+def sm_lines(p: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    return [json.loads(ln.split("=", 1)[1]) for ln in p.stderr.splitlines() if ln.startswith("__SM_PROGRESS__=")]
+
+
+def final(p: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 1, p.stdout  # the protocol: one final JSON on stdout
+    data = json.loads(lines[0])
+    assert isinstance(data, dict)
+    return data
+
+
+def no_key_here(h: EvalHost) -> None:
+    """The key is nowhere on this machine's side: outputs, journal, records, the task table."""
+    for p in h.runs:
+        assert KEY not in p.stdout and KEY not in p.stderr
+    state = Path(os.environ["XDG_STATE_HOME"])
+    for base in (state, h.tmp / "journal.jsonl", h.tmp / "tasks.json"):
+        files = [base] if base.is_file() else [f for f in base.rglob("*") if f.is_file()] if base.exists() else []
+        for f in files:
+            assert KEY.encode() not in f.read_bytes(), f
+
+
+async def test_launch_needs_input_then_preflight_then_runs_to_finished(host: EvalHost) -> None:
+    h = host
+    url = h.model.base_url
+    # 1. no max-out-len / batch size: needs_input, with the runbook's guidance and the server's real bound
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "gsm8k", "--model", "fake-model",
+                         "--api-base", url, "--api-key-env", KEY_ENV, "--task-id", "t1", "--progress", "sm")
+    out = final(p)
+    assert p.returncode == 1 and out["ok"] is False and out["status"] == "needs_input", p.stderr
+    ask = {a["name"]: a for a in out["ask"]}  # type: ignore[union-attr]
+    assert set(ask) == {"max_out_len", "batch_size"}
+    assert "max-model-len 32768: at most 24576" in ask["max_out_len"]["guidance"]
+    assert ask["max_out_len"]["suggested"] == 24576
+    assert "max-num-seqs" in ask["batch_size"]["guidance"]
+    assert not (h.task_root / "t1").exists()
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+    [row] = json.loads(p.stdout)["experiments"]
+    assert (row["id"], row["state"]) == ("t1", "needs_input")
+
+    # 2. the dry run: each preflight step reported from the eval host, nothing written there
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "t1", "--max-out-len", "2048",
+                         "--batch-size", "4", "--progress", "sm")
+    out = final(p)
+    assert p.returncode == 0 and out["ok"] is True and out["status"] == "planned", (p.stdout, p.stderr)
+    steps = [s["step"] for s in out["preflight"]]  # type: ignore[union-attr]
+    assert steps == ["SSH reachable", "image/environment present", "source dir present",
+                     "model API healthy (from the eval host)"]
+    assert all(s["ok"] for s in out["preflight"])  # type: ignore[union-attr]
+    progress = [str(x["message"]) for x in sm_lines(p)]
+    reported = [re.match(r"preflight \d/4: ([^:]+): (ok|FAIL)", m) for m in progress]
+    assert [r.group(1) for r in reported if r] == steps
+    assert any("curl" in c for c in h.server.commands)  # the API was checked on the host, with curl
+    assert out["command"] == ["setsid", "-f", "nohup", "bash", f"{h.task_root}/t1/run.sh"]
+    assert f"{h.task_root}/t1" in "\n".join(out["preview"])  # type: ignore[arg-type]
+    assert not (h.task_root / "t1").exists()
+
+    # 3. apply: the task dir is written on the host and run.sh runs detached; the stand-in finishes it
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "t1", "--apply", "--progress", "sm")
+    out = final(p)
+    assert p.returncode == 0 and out["ok"] is True and out["status"] == "running", (p.stdout, p.stderr)
+    assert out["record"]
+    assert await h.wait_exit_code("t1") == "0"
+    task = h.task_root / "t1"
+    assert stat.S_IMODE(task.stat().st_mode) == 0o700
+    model_cfg = task / "cfg" / "models" / "api_model.py"
+    assert stat.S_IMODE(model_cfg.stat().st_mode) == 0o600
+    assert KEY in model_cfg.read_text()  # the one place the key goes
+    for name in ("task.json", "run.sh", "run.log", "cfg/config.py"):
+        assert KEY not in (task / name).read_text(), name
+    assert h.model.authorized_calls >= 4  # the run used the key; the preflight did not need it
+
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+    [row] = json.loads(p.stdout)["experiments"]
+    assert (row["state"], row["score"], row["valid"], row["expected"]) == ("finished", 0.5, 1, 1)
+    p = await h.evaldesk("--batch", "audit", "aisbench+ssh://eval-a", "--format", "json", "--progress", "sm")
+    out = final(p)
+    [report] = out["experiments"]  # type: ignore[misc]
+    checks = {c["id"]: c for c in report["checks"]}
+    assert report["verdict"] == "finalize" and out["ok"] is True and p.returncode == 0
+    assert checks["results_file"]["status"] == "pass" and checks["preflight"]["status"] == "pass"
+    assert "accuracy 50.00" in checks["score"]["evidence"]
+    p = await h.evaldesk("--batch", "trials", "aisbench+ssh://eval-a", "--format", "json")
+    [trial] = json.loads(p.stdout)["trials"]
+    assert (trial["trial_name"], trial["metric"], trial["metrics"]) == ("fake-model/gsm8k", "accuracy",
+                                                                         {"accuracy": 50.0})
+    journal = (h.tmp / "journal.jsonl").read_text()
+    assert "aisbench_launch:apply" in journal
+    no_key_here(h)
+
+
+async def test_exit_0_without_results_is_failed_then_resume_finishes_it(host: EvalHost,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    h = host
+    url = h.model.base_url
+    monkeypatch.setenv("AIS_BENCH_STANDIN_SLEEP", "2")  # long enough to take the model server down under it
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "gsm8k", "--model", "fake-model",
+                         "--api-base", url, "--api-key-env", KEY_ENV, "--task-id", "t2", "--max-out-len", "2048",
+                         "--batch-size", "4", "--apply", "--format", "json")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+    assert json.loads(p.stdout)["experiments"][0]["state"] == "running"
+    h.model.stop()
+    assert await h.wait_exit_code("t2") == "0"  # AISBench's own habit: exit 0 with nothing measured
+    p = await h.evaldesk("--batch", "audit", "aisbench+ssh://eval-a", "--format", "json")
+    [report] = json.loads(p.stdout)["experiments"]
+    assert p.returncode == 1 and report["state"] == "failed" and report["verdict"] == "resume"
+    checks = {c["id"]: c for c in report["checks"]}
+    assert "exited 0 without a results file" in checks["finished"]["evidence"]
+    assert "TINFER-RUNTIME-001" in checks["results_file"]["evidence"]
+    assert checks["results_file"]["status"] == "fail"
+
+    # resume while the model server is still down: blocked, naming what is missing; nothing runs
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "t2", "--apply", "--format", "json")
+    out = json.loads(p.stdout)
+    assert p.returncode == 1 and out["status"] == "blocked" and out["action"] == "aisbench_resume"
+    assert "model API healthy (from the eval host)" in out["message"]
+    assert (h.task_root / "t2" / "exit_code").read_text().strip() == "0"
+
+    # the server is back: resume carries on from the same run dir (--reuse) and finishes
+    run_dirs = sorted(p.name for p in (h.task_root / "t2" / "outputs").iterdir())
+    h.model = FakeOpenAI(api_key=KEY, port=h.model.port, models_need_key=False).start()
+    monkeypatch.setenv("AIS_BENCH_STANDIN_SLEEP", "0")
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "t2", "--apply", "--format", "json")
+    out = json.loads(p.stdout)
+    assert p.returncode == 0 and out["status"] == "running", (p.stdout, p.stderr)
+    assert out["command"] == ["setsid", "-f", "nohup", "bash", f"{h.task_root}/t2/run.sh", "--reuse", run_dirs[-1]]
+    assert await h.wait_exit_code("t2") == "0"
+    assert sorted(p.name for p in (h.task_root / "t2" / "outputs").iterdir()) == run_dirs
+    assert list((h.task_root / "t2" / "attempts").glob("*/exit_code"))  # the old exit code, kept aside
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+    assert json.loads(p.stdout)["experiments"][0]["state"] == "finished"
+    no_key_here(h)
+
+
+async def test_preflight_failure_is_blocked_and_named(host: EvalHost) -> None:
+    h = host
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "gsm8k", "--model", "fake-model",
+                         "--api-base", "http://127.0.0.1:9/v1", "--task-id", "t3", "--max-out-len", "2048",
+                         "--batch-size", "4", "--apply", "--progress", "sm")
+    out = final(p)
+    assert p.returncode == 1 and out["ok"] is False and out["status"] == "blocked"
+    assert "model API healthy (from the eval host)" in str(out["message"])
+    assert [s["ok"] for s in out["preflight"]] == [True, True, True, False]  # type: ignore[union-attr]
+    assert not (h.task_root / "t3").exists()
+    p = await h.evaldesk("--batch", "audit", "aisbench+ssh://eval-a", "--format", "json")
+    [report] = json.loads(p.stdout)["experiments"]
+    checks = {c["id"]: c for c in report["checks"]}
+    assert report["state"] == "blocked" and checks["preflight"]["status"] == "fail"
+    assert "127.0.0.1:9" in checks["preflight"]["evidence"]
+
+    # a missing AISBench source dir is named too
+    hosts = json.loads((h.tmp / "hosts.json").read_text())
+    hosts["eval-a"]["benchmark_src"] = str(h.tmp / "nowhere")
+    (h.tmp / "hosts.json").write_text(json.dumps(hosts))
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "t3", "--format", "json")
+    out = json.loads(p.stdout)
+    assert out["status"] == "blocked" and "no AISBench source dir" in out["message"]
+
+
+async def test_unreachable_host_is_blocked_at_ssh(host: EvalHost) -> None:
+    h = host
+    await h.server.stop()
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json", "--progress", "sm")
+    out = final(p)
+    assert p.returncode == 2 and out["ok"] is False and "127.0.0.1" in str(out["message"])
