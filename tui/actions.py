@@ -95,6 +95,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("experiments.sort_reverse", "S", "sort_reverse", "Reverse", "experiments", show=False,
                help="Reverse the sort direction"),
     *_sort_actions(),
+    ActionSpec("experiments.report", "R", "report", "Report", "experiments", show=False,
+               help="Write the HTML report of the selected experiment (o opens it)"),
     ActionSpec("experiments.quit", "q", "quit", "Quit", "experiments", help="Quit evaldesk"),
     # audit
     ActionSpec("audit.run", "x", "run_remediation", "Fix", "audit",
@@ -103,6 +105,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                palette=False, help="Run the fix of the selected check"),
     ActionSpec("audit.undo", "u", "undo", "Undo", "audit", help="Undo the last dedupe (confirmed)"),
     ActionSpec("audit.trials", "t", "open_trials", "Trials", "audit", help="Trials of this experiment"),
+    ActionSpec("audit.report", "R", "report", "Report", "audit",
+               help="Write the HTML report of this experiment (o opens it)"),
     ActionSpec("audit.back", "escape", "back", "Back", "audit", key_display="esc", help="Back to the list"),
     ActionSpec("audit.back_q", "q", "back", "Back", "audit", show=False, palette=False,
                help="Back to the list"),
@@ -150,6 +154,10 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("confirm.no", "n", "cancel", "Cancel", "confirm", help="Cancel: change nothing"),
     ActionSpec("confirm.escape", "escape", "cancel", "Cancel", "confirm", show=False, key_display="esc",
                palette=False, help="Cancel: change nothing"),
+    # report written
+    ActionSpec("report.open", "o", "open", "Open", "report", help="Open the report with the system opener"),
+    ActionSpec("report.close", "escape", "close", "Close", "report", key_display="esc", help="Close"),
+    ActionSpec("report.close_q", "q", "close", "Close", "report", show=False, palette=False, help="Close"),
     # help, log
     ActionSpec("help.close", "escape", "close", "Close", "help", key_display="esc", help="Close help"),
     ActionSpec("log.close", "escape", "close", "Back", "log", key_display="esc", help="Back"),

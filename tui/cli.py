@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from services.core.config import ConfigError, load_config
 
-BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "monitor")
+BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "monitor", "report")
 
 
 def _version() -> str:
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="evaldesk",
         description="A keyboard-driven console for agentic-model evaluations. With no SOURCE it opens the "
         "sources in the config file, or the bundled demo data.",
-        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|monitor [options] SOURCE…  "
+        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|monitor|report [options] SOURCE…  "
         "Demo data: evaldesk demo [DIR].  Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable.",
     )
     p.add_argument("sources", nargs="*", metavar="SOURCE",
@@ -40,15 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ssh-config", metavar="FILE", help="read this ssh config instead of ~/.ssh/config (like ssh -F)")
     p.add_argument("--batch", choices=BATCH_COMMANDS, metavar="COMMAND", dest="command",
                    help="run headless: " + ", ".join(BATCH_COMMANDS))
-    p.add_argument("--format", choices=("table", "json", "jsonl"),
-                   help="batch output (default: table on a terminal, json otherwise)")
+    p.add_argument("--format", choices=("table", "json", "jsonl", "html"),
+                   help="batch output (default: table on a terminal, json otherwise; report: html or json)")
+    p.add_argument("-o", "--output", metavar="FILE", help="report: write the report to FILE (default stdout)")
     p.add_argument("--progress", choices=("none", "text", "json"), help="batch progress on stderr")
     p.add_argument("--apply", action="store_true", help="dedupe: carry out the plan (default is a dry run)")
     p.add_argument("--status", choices=("valid", "errored", "running"), help="trials: only this status")
     p.add_argument("--exception", metavar="TYPE", help="trials: only this exception type")
     p.add_argument("--interval", type=float, default=None, metavar="S", help="monitor: seconds between polls")
     p.add_argument("--until", default=None, metavar="done|COUNT", help="monitor: stop when done or after COUNT polls")
-    p.add_argument("--baseline", metavar="FILE", help="monitor: expected pass rate file (baselines/<name>.json)")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="monitor, audit, report: a baseline file (<benchmark>-<id>.json) besides the config dir's")
     return p
 
 

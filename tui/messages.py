@@ -105,3 +105,20 @@ class Notice(Message):
 
 class ClearLog(Message):
     """The log of errors and notices is to be emptied."""
+
+
+class RequestReport(Message):
+    """A screen asks the App to write the report of experiments (one, or several compared)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__()
+        self.keys = keys
+
+
+class ReportWritten(Message):
+    """A report file was written: where, and the lines that sum it up."""
+
+    def __init__(self, path: str, lines: list[str]) -> None:
+        super().__init__()
+        self.path = path
+        self.lines = lines

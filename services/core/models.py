@@ -42,6 +42,7 @@ class Trial(BaseModel):
     task_name: str
     path: str = Field(description="trial dir relative to the job dir, POSIX separators")
     status: TrialStatus
+    state_raw: str | None = Field(None, description="the source's own word for the attempt, e.g. Rock's dispatched")
     reward: float | None = None
     rewards: dict[str, float] = Field(default_factory=dict)
     exception_type: str | None = None
@@ -112,6 +113,9 @@ class Experiment(BaseModel):
     scheduler_job_id: str | None = None
     scheduler_state: str | None = Field(None, description="SLURM's own word, e.g. COMPLETED")
     inference_timeout_s: float | None = None
+    run_config: dict[str, str | float | int | bool | None] = Field(
+        default_factory=dict, description="settings the score depends on (model, image, split, temperature …): "
+        "what baseline alignment compares field by field")
     counts: TrialCounts = Field(default_factory=TrialCounts)
     n_input_tokens: int | None = None
     n_output_tokens: int | None = None

@@ -14,7 +14,7 @@ from services.remediations.registry import REMEDIATIONS
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
-from tui.messages import Notice, OpenView, RequestPlan, SnapshotUpdated
+from tui.messages import Notice, OpenView, RequestPlan, RequestReport, SnapshotUpdated
 from widgets.checklist import Checklist, ChecklistItem
 from widgets.state_badge import state_badge
 
@@ -132,6 +132,9 @@ class AuditScreen(Screen[None]):
 
     def action_undo(self) -> None:
         self.post_message(RequestPlan("undo", self.key))
+
+    def action_report(self) -> None:
+        self.post_message(RequestReport([self.key]))
 
     def action_open_trials(self) -> None:
         self.post_message(OpenView("trials", [self.key]))

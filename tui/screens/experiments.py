@@ -19,7 +19,7 @@ from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
 from tui.chrome import ConsoleHeader, bar
 from tui.context import ConsoleState, console
-from tui.messages import OpenView, SnapshotUpdated
+from tui.messages import OpenView, RequestReport, SnapshotUpdated
 from widgets.state_badge import state_badge
 
 _HARBOR_STAMP = re.compile(r"[_-]?\d{4}-\d{2}-\d{2}__\d{2}-\d{2}-\d{2}$")
@@ -361,6 +361,11 @@ class ExperimentsScreen(Screen[None]):
         if key:
             self.post_message(OpenView("audit", [key]))
 
+    def action_report(self) -> None:
+        key = self.selected_key()
+        if key:
+            self.post_message(RequestReport([key]))
+
     def action_monitor(self) -> None:
         key = self.selected_key()
         self.post_message(OpenView("monitor", [key] if key else []))
@@ -421,7 +426,7 @@ class ExperimentsScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # while the filter is being typed, letters belong to it
-        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter"):
+        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter", "report"):
             try:
                 if self.query_one("#filter", Input).has_focus:
                     return False
