@@ -63,8 +63,10 @@ def _demo(argv: list[str]) -> int:
 
     target = argv[0] if argv else str(data_dir() / "demo")
     paths = write_demo(Path(target), DEMO_NOW)
-    print(f"wrote {len(paths)} demo job dirs to {target}")
+    print(f"wrote {len(paths)} demo experiments to {target}")
     print(f"try: evaldesk {target}   or   evaldesk --batch audit {target}")
+    print(f"alignment: evaldesk --batch audit --baseline {target}/baselines/terminal_bench_2-openthinker-agent-8b.json "
+          f"{target}  (or copy the file to the config dir's baselines/)")
     return 0
 
 

@@ -67,6 +67,8 @@ class RockConfig(BaseModel):
         None, description="omitted: every experiment; 'newest'; an id (exact, then prefix); or a results file")
     regression: str | None = Field(None, description="path to regression.py: retry runs it")
     python: str = "python3"
+    retry_options: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="explicit regression.py retry options; they override the saved config")
     command: list[str] = Field(default_factory=lambda: ["rock"], description="the rl-rock CLI as argv")
     job_config: str | None = Field(None, description="rock --job-config YAML (it holds the OSS locator and keys)")
     namespace: str | None = None

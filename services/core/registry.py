@@ -23,6 +23,7 @@ from services.core.source import Source, SourceUnavailable
 # (name, module). The first is the embedded default: it opens any local path nothing else claims.
 BACKENDS: tuple[tuple[str, str], ...] = (
     ("harbor", "services.harbor.backend"),
+    ("rock", "services.rock.backend"),
 )
 
 

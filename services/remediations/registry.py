@@ -24,6 +24,7 @@ from services.remediations.steps import StepContext
 
 REMEDIATIONS: dict[str, str] = {
     "dedupe": "services.remediations.dedupe",
+    "retry": "services.remediations.rock_retry",
 }
 
 
