@@ -647,7 +647,8 @@ class EvaldeskApp(App[int]):
             refusal = self.write_refusal("undo") or ("; ".join(req.blocked) if req.blocked else None)
         else:
             plan = cast("Plan", message.payload)
-            lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
+            lines = list(plan.preview) if plan.meta.get("verbatim") else [
+                ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
             if plan.nothing_to_do:
                 self.record("information", message.action, lines[0] if lines else f"nothing to {message.action}")
                 return

@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import orjson
 
-from services.core.baselines import Baseline, BaselineError, load_baseline
+from services.core.baselines import Baseline, BaselineError, configured_baselines, load_baseline
 from services.core.config import Config
 from services.core.models import Snapshot, State, experiment_key
 from services.core.policy import Policy
@@ -137,10 +137,13 @@ def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
     if not args.sources:
         err.write("evaldesk: monitor needs at least one SOURCE\n")
         return 2
-    baselines: list[Baseline] = []
+    # the config dir's baselines, as the console and the audit read them; --baseline comes first
+    baselines, problems = configured_baselines(config)
+    for p in problems:
+        err.write(f"evaldesk: {p}\n")
     if getattr(args, "baseline", None):
         try:
-            baselines.append(load_baseline(args.baseline))
+            baselines.insert(0, load_baseline(args.baseline))
         except BaselineError as exc:
             err.write(f"evaldesk: --baseline {exc}\n")
             return 2

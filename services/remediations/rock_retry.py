@@ -134,8 +134,9 @@ def build_plan(exp: Experiment, settings: RockConfig, flt: RetryFilter | None = 
         id=new_record_id(ACTION, now, digest), action=ACTION,
         title=f"Retry {len(chosen)} task(s) of {exp.id} with regression.py",
         target=workdir, experiment=key, input_hash=digest, lock_dir=workdir, record_dir=None,
-        meta={"command": argv, "cwd": workdir, "tasks": [t.task_name for t in chosen], "filter": flt.model_dump(),
-              "journal": {"experiment": exp.id, "tasks": len(chosen)}},
+        # verbatim: the preview names the work dir itself (the command runs there), not the experiment
+        meta={"verbatim": True, "command": argv, "cwd": workdir, "tasks": [t.task_name for t in chosen],
+              "filter": flt.model_dump(), "journal": {"experiment": exp.id, "tasks": len(chosen)}},
     )
     if not chosen:
         plan.preview = [f"{exp.id}: no task matches ({flt.describe()}); nothing to retry"]

@@ -132,7 +132,11 @@ def exception_groups(trials: list[Trial], policy: Policy) -> list[ExceptionGroup
     for label, members in groups.items():
         # the example is the earliest attempt, so the same run always shows the same one
         ex = min(members, key=lambda t: (as_utc(t.started_at) is None, as_utc(t.started_at) or 0, t.trial_name))
-        msg = ex.exception_message or (ex.parse_error if label in ("unreadable result", "no reward") else None)
+        msg = ex.exception_message
+        if msg is None and label == "no reward" and ex.state_raw:
+            msg = f"ended {ex.state_raw} without a reward"  # the source's own word says more
+        elif msg is None and label in ("unreadable result", "no reward"):
+            msg = ex.parse_error
         out.append(ExceptionGroup(
             exception=label,
             count=len(members),

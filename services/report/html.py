@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Iterable
 
 from services.core.alignment import fmt_value
@@ -23,8 +24,14 @@ RING_COLORS = (("passed", "var(--pass)"), ("partial", "var(--partial)"), ("faile
                ("errored", "var(--err)"), ("running", "var(--run)"))
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def esc(v: object) -> str:
-    return html.escape("" if v is None else str(v), quote=True)
+    """Text for HTML: escaped, and control characters shown as \\xNN (a report printed to a
+    terminal must not carry a name's escape sequences into it)."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if v is None else str(v))
+    return html.escape(text, quote=True)
 
 
 # ---- number formats (shared with the JSON only through the model: these are for people) ----

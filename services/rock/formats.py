@@ -212,8 +212,9 @@ class RockRun(_Lenient):
 
 # ---- states --------------------------------------------------------------------------------
 
-# task status -> None (not started: counts toward expected only) or the trial status
-_NOT_STARTED = frozenset({"pending", "queued", "waiting", "created"})
+# task status -> None (not started: counts toward expected only) or the trial status; rock says
+# "unknown" for a job that left no record yet (an errored attempt once the run has ended)
+_NOT_STARTED = frozenset({"pending", "queued", "waiting", "created", "unknown"})
 _LIVE = frozenset({"dispatched", "submitted", "running", "started"})
 
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from services.core.census import take_census
 from services.core.config import RockConfig
-from services.core.models import NO_REWARD_NOR_EXCEPTION, Experiment, Snapshot, SourceError, State, Trial, TrialStatus
+from services.core.models import Experiment, Snapshot, SourceError, State, Trial, TrialStatus
 from services.core.paths import UnsafePath, inside
 from services.core.policy import Policy, failure_class
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, TrialFile, no_progress
@@ -93,7 +93,6 @@ def _trial(task: RegressionTask | RockRunJob, exp_id: str, status: TrialStatus, 
         exception_type=exc,
         exception_message=msg,
         failure_class=failure_class(exc),
-        parse_error=NO_REWARD_NOR_EXCEPTION if status == TrialStatus.errored and not exc and not msg else None,
         started_at=task.started_at,
         finished_at=task.finished_at if status != TrialStatus.running else None,
         n_input_tokens=tokens[0],
@@ -105,11 +104,16 @@ def _trial(task: RegressionTask | RockRunJob, exp_id: str, status: TrialStatus, 
     )
 
 
+_LIFECYCLE = ("pending", "dispatched", "running", "completed", "error", "failed", "timeout", "cancelled")
+
+
 def _raw_word(raw: str | None, statuses: list[str]) -> str:
+    """Rock's run status, else its task words counted, in lifecycle order."""
     if raw:
         return raw
     counts = Counter(statuses)
-    return ", ".join(f"{n} {w}" for w, n in counts.most_common(3))
+    order = sorted(counts, key=lambda w: (_LIFECYCLE.index(w) if w in _LIFECYCLE else len(_LIFECYCLE), w))
+    return ", ".join(f"{counts[w]} {w}" for w in order)
 
 
 def build_experiment(
