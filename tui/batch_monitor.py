@@ -137,16 +137,18 @@ def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
     if not args.sources:
         err.write("evaldesk: monitor needs at least one SOURCE\n")
         return 2
-    # the config dir's baselines, as the console and the audit read them; --baseline comes first
-    baselines, problems = configured_baselines(config)
-    for p in problems:
-        err.write(f"evaldesk: {p}\n")
+    # --baseline FILE, else the config dir's baselines (as the console and the audit read them)
+    baselines: list[Baseline] = []
     if getattr(args, "baseline", None):
         try:
-            baselines.insert(0, load_baseline(args.baseline))
+            baselines.append(load_baseline(args.baseline))
         except BaselineError as exc:
             err.write(f"evaldesk: --baseline {exc}\n")
             return 2
+    else:
+        baselines, problems = configured_baselines(config)
+        for p in problems:
+            err.write(f"evaldesk: {p}\n")
     interval = args.interval if args.interval is not None else config.poll_interval_s
     try:
         sources = [src for s in args.sources for src in open_sources(s, config)]

@@ -26,16 +26,18 @@ EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 
 
 def batch_baselines(args: Any, config: Config, err: IO[str]) -> list[Baseline] | None:
-    """The config dir's baselines plus `--baseline FILE`; None (after saying why) when one is bad."""
-    found, problems = configured_baselines(config)
-    for p in problems:
-        err.write(f"evaldesk: {p}\n")
+    """`--baseline FILE` alone when given (an explicit choice), else the config dir's baselines;
+    None (after saying why) when the named file is bad. A bad file in the config dir is named
+    on stderr and skipped."""
     if getattr(args, "baseline", None):
         try:
-            found.insert(0, load_baseline(args.baseline))
+            return [load_baseline(args.baseline)]
         except BaselineError as exc:
             err.write(f"evaldesk: --baseline {exc}\n")
             return None
+    found, problems = configured_baselines(config)
+    for p in problems:
+        err.write(f"evaldesk: {p}\n")
     return found
 
 

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=None, metavar="S", help="monitor: seconds between polls")
     p.add_argument("--until", default=None, metavar="done|COUNT", help="monitor: stop when done or after COUNT polls")
     p.add_argument("--baseline", metavar="FILE",
-                   help="monitor, audit, report: a baseline file (<benchmark>-<id>.json) besides the config dir's")
+                   help="monitor, audit, report: this baseline file instead of the config dir's baselines/")
     return p
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -149,33 +148,63 @@ def exception_groups(trials: list[Trial], policy: Policy) -> list[ExceptionGroup
     return out
 
 
+class _TaskAcc:
+    """One task's figures, summed in one pass (a 100k-attempt run has ~33k tasks)."""
+
+    __slots__ = ("attempts", "cost", "dur_n", "dur_sum", "errored", "exceptions", "finished", "outcome_sum",
+                 "passed", "reward_sum", "running", "tokens", "valid")
+
+    def __init__(self) -> None:
+        self.attempts = self.valid = self.errored = self.running = self.passed = self.finished = self.dur_n = 0
+        self.reward_sum = self.outcome_sum = self.dur_sum = 0.0
+        self.tokens: int | None = None
+        self.cost: float | None = None
+        self.exceptions: set[str] = set()
+
+
 def task_rows(trials: list[Trial]) -> list[TaskRow]:
-    by_task: dict[str, list[Trial]] = {}
+    accs: dict[str, _TaskAcc] = {}
     for t in trials:
-        by_task.setdefault(t.task_name, []).append(t)
-    rows: list[TaskRow] = []
-    for task in sorted(by_task):
-        ts = by_task[task]
-        valid = [t for t in ts if t.status == TrialStatus.valid and t.reward is not None]
-        finished = [t for t in ts if t.status != TrialStatus.running]
-        durations = [d for d in (t.duration_s for t in finished) if d is not None]
-        toks = [(t.n_input_tokens or 0) + (t.n_output_tokens or 0) for t in ts
-                if t.n_input_tokens is not None or t.n_output_tokens is not None]
-        rows.append(TaskRow(
-            task=task,
-            attempts=len(ts),
-            valid=len(valid),
-            errored=sum(1 for t in ts if t.status == TrialStatus.errored),
-            running=sum(1 for t in ts if t.status == TrialStatus.running),
-            passed=sum(1 for t in valid if (t.reward or 0) >= PASS_REWARD),
-            mean_reward=sum(t.reward or 0.0 for t in valid) / len(valid) if valid else None,
-            outcome=sum(outcome(t) for t in finished) / len(finished) if finished else None,
-            exceptions=sorted(Counter(lbl for t in ts if (lbl := exception_label(t))).keys()),
-            mean_duration_s=sum(durations) / len(durations) if durations else None,
-            tokens=sum(toks) if toks else None,
-            cost_usd=_fsum([t.cost_usd for t in ts]),
-        ))
-    return rows
+        a = accs.get(t.task_name)
+        if a is None:
+            a = accs[t.task_name] = _TaskAcc()
+        a.attempts += 1
+        status = t.status
+        if status == TrialStatus.running:
+            a.running += 1
+        else:
+            a.finished += 1
+            a.outcome_sum += outcome(t)
+            d = t.duration_s
+            if d is not None:
+                a.dur_sum += d
+                a.dur_n += 1
+            if status == TrialStatus.errored:
+                a.errored += 1
+            if status == TrialStatus.valid and t.reward is not None:
+                a.valid += 1
+                a.reward_sum += t.reward
+                if t.reward >= PASS_REWARD:
+                    a.passed += 1
+        label = exception_label(t)
+        if label:
+            a.exceptions.add(label)
+        if t.n_input_tokens is not None or t.n_output_tokens is not None:
+            a.tokens = (a.tokens or 0) + (t.n_input_tokens or 0) + (t.n_output_tokens or 0)
+        if t.cost_usd is not None:
+            a.cost = (a.cost or 0.0) + t.cost_usd
+    # model_construct: these figures were just computed here, validating 33k rows again costs seconds
+    return [
+        TaskRow.model_construct(
+            task=task, attempts=a.attempts, valid=a.valid, errored=a.errored, running=a.running, passed=a.passed,
+            mean_reward=a.reward_sum / a.valid if a.valid else None,
+            outcome=a.outcome_sum / a.finished if a.finished else None,
+            exceptions=sorted(a.exceptions),
+            mean_duration_s=a.dur_sum / a.dur_n if a.dur_n else None,
+            tokens=a.tokens, cost_usd=a.cost,
+        )
+        for task, a in sorted(accs.items())
+    ]
 
 
 def run_report(exp: Experiment, report: AuditReport, policy: Policy, now: datetime,

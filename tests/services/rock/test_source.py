@@ -211,3 +211,17 @@ async def test_monitor_rule_d_uses_the_configured_agent_timeout(tmp_path: Path) 
     fired = mon.feed(snap, activity)
     assert [w.rule for w in fired] == ["d"]
     assert "1.5 × the 10 min timeout is 15 min" in fired[0].evidence
+
+
+def test_rock_config_entries_and_their_errors(tmp_path: Path) -> None:
+    from services.core.config import ConfigError, load_config
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[[rock]]\nname = "tb"\nworkdir = "~/w"\nregression = "/r.py"\n'
+                   'retry_options = { concurrency = 4, pre = false }\n')
+    (entry,) = load_config(cfg, environ={}).rock
+    assert (entry.name, entry.workdir, entry.command, entry.retry_options) == (
+        "tb", "~/w", ["rock"], {"concurrency": 4, "pre": False})
+    cfg.write_text('[[rock]]\nname = "tb"\nworkdri = "~/w"\n')
+    with pytest.raises(ConfigError, match=r"unknown key 'rock\.0\.workdri'"):
+        load_config(cfg, environ={})
