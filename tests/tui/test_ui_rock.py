@@ -120,7 +120,15 @@ async def test_the_retry_preview_shows_the_exact_regression_command(
 # ---- snapshots --------------------------------------------------------------------------------
 
 async def _at_trials(pilot: Any) -> None:
-    screen = await open_rock_trials(pilot)
+    app = pilot.app
+    await settle(pilot)
+    # the log tail's first poll can race its initial read and show lines twice; a picture must
+    # not depend on that race, so the log is read once here (the Pilot test above uses enter)
+    app.push_screen(TrialsScreen(ROCK_KEY, poll_interval=3600))
+    await settle(pilot)
+    screen = app.screen
+    assert isinstance(screen, TrialsScreen)
+    await wait_for(pilot, lambda: screen.diagnose.info is not None)
     await show_errored(pilot, screen)
     pilot.app.clear_notifications()
     await pilot.pause(0.1)

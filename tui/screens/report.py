@@ -3,6 +3,7 @@ with the system's opener (the browser)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 
@@ -19,6 +20,14 @@ from tui.messages import Notice
 
 # what opens a file with the desktop's default application, per platform, first found wins
 OPENERS: tuple[str, ...] = ("xdg-open", "open") if sys.platform != "darwin" else ("open", "xdg-open")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Run and task names come from disk: their control characters are shown, never sent."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def system_opener() -> str | None:
@@ -68,8 +77,8 @@ class ReportScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="report-box") as box:
             box.border_title = "Report written"
-            yield Static(Text(self.path), id="report-path")
-            yield Static(Text("\n".join(self.lines)), id="report-summary")
+            yield Static(Text(printable(self.path)), id="report-path")
+            yield Static(Text(printable("\n".join(self.lines))), id="report-summary")
             opener = system_opener()
             hint = (f"o opens it ({opener.rsplit('/', 1)[-1]}), esc closes. One self-contained HTML file: "
                     "no network needed to read it." if opener else
