@@ -140,6 +140,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     _copy_action("experiments", "the selected experiment's path"),
     ActionSpec("experiments.shell", "exclamation_mark", "shell", "Shell", "experiments", show=False,
                key_display="!", help="Open a shell in the job dir (on its host over ssh -t for a remote source)"),
+    ActionSpec("experiments.report", "R", "report", "Report", "experiments", show=False,
+               help="Write the HTML report of the selected experiment (o opens it)"),
     ActionSpec("experiments.quit", "q", "app.quit", "Quit", "experiments", help="Quit evaldesk"),
     # audit
     ActionSpec("audit.run", "x", "run_remediation", "Fix", "audit",
@@ -151,6 +153,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("audit.output", "o", "open_output", "Output", "audit",
                help="Output of this job's last resume or re-run command, live while it runs"),
     ActionSpec("audit.trials", "t", "open_trials", "Trials", "audit", help="Trials of this experiment"),
+    ActionSpec("audit.report", "R", "report", "Report", "audit",
+               help="Write the HTML report of this experiment (o opens it)"),
     ActionSpec("audit.back", "escape", "back", "Back", "audit", key_display="esc", help="Back to the list"),
     *_move_actions("audit"),
     _copy_action("audit", "the experiment's path"),
@@ -242,6 +246,10 @@ ACTIONS: tuple[ActionSpec, ...] = (
                help="Go on with these values (enter in the last field too)"),
     ActionSpec("inputs.cancel", "escape", "cancel", "Cancel", "inputs", key_display="esc",
                help="Cancel: nothing is launched"),
+    # report written
+    ActionSpec("report.open", "o", "open", "Open", "report", help="Open the report with the system opener"),
+    ActionSpec("report.close", "escape", "close", "Close", "report", key_display="esc", help="Close"),
+    ActionSpec("report.close_q", "q", "close", "Close", "report", show=False, palette=False, help="Close"),
     # help, log
     ActionSpec("help.close", "escape", "close", "Close", "help", key_display="esc", help="Close help"),
     *_scroll_actions("help", "the keys", keys_jk=False),

@@ -51,7 +51,9 @@ from tui.messages import (
     OpenView,
     PlanReady,
     PollingChanged,
+    ReportWritten,
     RequestPlan,
+    RequestReport,
     ScanFinished,
     ScanProgress,
     SnapshotUpdated,
@@ -154,8 +156,10 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         poll: bool = True,
         cursor_blink: bool = True,
         startup_errors: list[str] | None = None,
+        baseline_dirs: list[str] | None = None,
     ) -> None:
         super().__init__()
+        self._baseline_dirs = list(baseline_dirs or [])
         self.config = config or Config()
         self.policy: Policy = self.config.policy
         self.read_only = bool(read_only or self.config.read_only)
@@ -201,16 +205,16 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             self._requested_theme = None
 
     def _make_monitor(self) -> MonitorState:
-        """The live monitor's series and rules, fed on every scan so the list can flag rows."""
-        from services.core.baselines import BaselineError, load_baselines_dir
+        """The live monitor's series and rules, fed on every scan so the list can flag rows.
+        Baselines come from the config dir (never the current directory); rule c and the
+        audit's alignment check read the same ones."""
+        from services.audit.alignment import baseline_context
+        from services.core.baselines import configured_baselines
 
-        baselines = []
-        for folder in (Path("baselines"), data_dir() / "baselines"):
-            try:
-                baselines += load_baselines_dir(folder)
-            except BaselineError as exc:
-                self._startup_errors.append(f"baseline {exc}")
-        return MonitorState(self.policy, baselines, clock=self.now)
+        self.baselines, problems = configured_baselines(self.config, self._baseline_dirs)
+        self._startup_errors += problems
+        self.audit_context = baseline_context(self.baselines)
+        return MonitorState(self.policy, self.baselines, clock=self.now)
 
     # ---- public API for screens -------------------------------------------------------
 
@@ -426,12 +430,14 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.post_message(ScanFinished(label, snapshot, audits, time.monotonic() - t0, activity, warnings))
 
     def _audit_all(self, snapshot: Snapshot) -> dict[str, object]:
+        from services.audit.context import combine
         from services.audit.verdict import audit_experiment
         from services.leaderboard.view import audit_context
 
         out: dict[str, object] = {}
         now = self.now()
-        context = audit_context(self.leaderboard_view, self.config)
+        # what the leaderboard and the baselines know, beside what the files say
+        context = combine(audit_context(self.leaderboard_view, self.config), self.audit_context)
         for exp in snapshot.experiments:
             try:
                 out[experiment_key(exp)] = audit_experiment(exp, self.policy, now, context)
@@ -729,6 +735,36 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.error_count = 0
         self._chrome_changed()
 
+    # ---- reports: written to evaldesk's own reports folder, never into a job dir ---------
+
+    @on(RequestReport)
+    def _on_request_report(self, message: RequestReport) -> None:
+        exps = [e for e in (self.experiment(k) for k in message.keys) if e is not None]
+        if not exps:
+            self.record("warning", "report", "no experiment selected")
+            return
+        audits = [self.audit(experiment_key(e)) for e in exps]
+        self.run_worker(self._write_report(exps, audits), name="report", group="report", exclusive=True,
+                        exit_on_error=False, description=f"report of {exps[0].id}")
+
+    async def _write_report(self, exps: list[Experiment], audits: list[AuditReport | None]) -> None:
+        from services.report.output import default_name, render, report_for, reports_dir, write_text_atomic
+
+        def write() -> tuple[str, list[str]]:
+            report = report_for(exps, self.policy, self.now(), self.baselines, audits)
+            path = write_text_atomic(reports_dir() / default_name(report, "html"), render(report, "html", self.policy))
+            return str(path), report_summary(report)
+
+        path, lines = await asyncio.to_thread(write)
+        self.post_message(ReportWritten(path, lines))
+
+    @on(ReportWritten)
+    def _on_report_written(self, message: ReportWritten) -> None:
+        from tui.screens.report import ReportScreen
+
+        self.record("information", "report", f"report written: {message.path}", notify=False)
+        self.push_screen(ReportScreen(message.path, message.lines))
+
     # ---- writes: plan → confirm → apply → re-scan -------------------------------------
     # Every write goes through services.remediations (registry → base.WritePath): the app only
     # asks for a plan, shows its preview, and hands the confirmed plan back.
@@ -843,7 +879,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             refusal = self.write_refusal("undo") or ("; ".join(req.blocked) if req.blocked else None)
         else:
             plan = cast("Plan", message.payload)
-            if plan.meta.get("preview_paths") == "absolute" or plan.meta.get("full_paths"):
+            if (plan.meta.get("preview_paths") == "absolute" or plan.meta.get("full_paths")
+                    or plan.meta.get("verbatim")):
                 lines = list(plan.preview)  # a command's paths are shown exactly as it gets them
             else:
                 lines = [ln.replace(exp.path + "/", "").replace(exp.path, exp.id) for ln in plan.preview]
@@ -998,6 +1035,24 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             self._start_scan(src, force=True)
 
 
+def report_summary(report: Any) -> list[str]:
+    """A few lines a person reads in the dialog: one per run, then alignment and comparison."""
+    lines = []
+    for run in report.runs:
+        k = run.kpis
+        score = "—" if k.score is None else f"{k.score:.3f}"
+        err = "—" if k.error_fraction is None else f"{100 * k.error_fraction:.1f}%"
+        lines.append(f"{run.id}: score {score} · valid {k.valid}/{k.expected if k.expected is not None else '?'} "
+                     f"· errors {err} · verdict {run.audit.verdict.upper()}")
+        if run.alignment is not None:
+            lines.append(f"  alignment ({run.alignment.status.value}): {run.alignment.evidence}")
+    if report.comparison is not None and report.comparison.score_delta is not None:
+        lines.append(f"compared: score delta {report.comparison.score_delta:+.3f} over "
+                     f"{len(report.comparison.tasks)} tasks")
+    lines += report.notes
+    return lines
+
+
 def run_app(sources: list[str], config: Config, read_only: bool) -> int:
     """Entry point for the interactive console; returns the process exit code."""
     from services.core.registry import open_all
@@ -1013,6 +1068,7 @@ def run_app(sources: list[str], config: Config, read_only: bool) -> int:
         for err in errors:
             print(f"evaldesk: {term_safe(err)}", file=sys.stderr)
         return 2
+    baseline_dirs: list[str] = []
     if not opened and not errors:
         if read_only and not demo_written():
             sys.stderr.write(read_only_without_data())
@@ -1022,6 +1078,8 @@ def run_app(sources: list[str], config: Config, read_only: bool) -> int:
         except OSError as exc:
             print(f"evaldesk: cannot write the demo data: {term_safe(exc)}", file=sys.stderr)
             return 2
-    app = EvaldeskApp(opened, config, read_only, startup_errors=errors)
+        # the demo brings a baseline for one of its runs, so alignment shows without any setup
+        baseline_dirs.append(str(data_dir() / "demo" / "baselines"))
+    app = EvaldeskApp(opened, config, read_only, startup_errors=errors, baseline_dirs=baseline_dirs)
     app.run()
     return app.return_code or 0

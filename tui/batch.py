@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from services.audit.context import AuditContext
+from services.audit.context import AuditContext, combine
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
 from services.core.models import (
@@ -186,6 +186,22 @@ def _run_batch(args: Any, config: Config, out: IO[str], err: IO[str]) -> int:
 
         print_pending(interrupt.run(recovery.from_index(write_path_for(args, config).index)), err)
         return _run_monitor(args, config, out)
+    if cmd == "report":
+        from tui.batch_report import run_report_cli
+
+        return run_report_cli(args, config, out, err, progress)
+    if fmt == "html":
+        err.write(f"evaldesk: --format html is for report; {cmd} prints table, json or jsonl\n")
+        return EXIT_USAGE
+    if cmd in ("list", "audit"):
+        from services.audit.alignment import baseline_context
+        from tui.batch_report import batch_baselines
+
+        found = batch_baselines(args, config, err)
+        if found is None:
+            return EXIT_USAGE
+        # the handlers share one signature; the alignment enrichment rides on the namespace
+        args.audit_context = baseline_context(found)
     try:
         return interrupt.run(_run(args, config, fmt, progress, console, out, err))
     except SourceUnavailable as exc:
@@ -293,7 +309,7 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
     rows = []
     worst = EXIT_OK
     for src, e in exps:
-        r = audit_experiment(e, config.policy, now, context)
+        r = audit_experiment(e, config.policy, now, combine(context, getattr(args, "audit_context", None)))
         if r.needs_action:
             worst = EXIT_ACTION
         rows.append({
@@ -326,7 +342,8 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
 async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
                  console: Console, out: IO[str], progress: Progress, context: AuditContext | None = None) -> int:
     now = datetime.now(UTC)
-    reports = [audit_experiment(e, config.policy, now, context) for _, e in exps]
+    both = combine(context, getattr(args, "audit_context", None))
+    reports = [audit_experiment(e, config.policy, now, both) for _, e in exps]
     worst = EXIT_ACTION if any(r.needs_action for r in reports) else EXIT_OK
     if fmt == "json":
         out.write(_dump({"experiments": [report_json(r) for r in reports]}) + "\n")

@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from services.core.text import term_safe
 
 BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal", "resume",
-                  "launch")
+                  "launch", "report")
 
 
 def _version() -> str:
@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="evaldesk",
         description="A keyboard-driven console for agentic-model evaluations. With no SOURCE it opens the "
         "sources in the config file, or the bundled demo data.",
-        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|finish|monitor|resume [options] SOURCE…; "
-        "fix CHECK_ID [--apply] SOURCE…; journal [--since ISO].  "
+        epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|finish|monitor|resume|report [options] SOURCE…; "
+        "fix CHECK_ID [--apply] SOURCE…; journal [--since ISO]; launch …  "
         "Demo data: evaldesk demo [DIR].  In a browser: evaldesk serve [--host H] [--port N] [SOURCE…].  "
         "Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable.",
     )
@@ -57,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ssh-config", metavar="FILE", help="read this ssh config instead of ~/.ssh/config (like ssh -F)")
     p.add_argument("--batch", choices=BATCH_COMMANDS, metavar="COMMAND", dest="command",
                    help="run headless: " + ", ".join(BATCH_COMMANDS))
-    p.add_argument("--format", choices=("table", "json", "jsonl"),
-                   help="batch output (default: table on a terminal, json otherwise)")
+    p.add_argument("--format", choices=("table", "json", "jsonl", "html"),
+                   help="batch output (default: table on a terminal, json otherwise; report: html or json)")
+    p.add_argument("-o", "--output", metavar="FILE", help="report: write the report to FILE (default stdout)")
     p.add_argument("--progress", choices=("none", "text", "json", "sm"),
                    help="batch progress on stderr; sm: __SM_PROGRESS__=<json> lines and one final JSON with ok")
     p.add_argument("--apply", action="store_true",
@@ -74,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trials: only this exception type; resume: re-run only these (repeat it, or A,B)")
     p.add_argument("--interval", type=float, default=None, metavar="S", help="monitor: seconds between polls")
     p.add_argument("--until", default=None, metavar="done|COUNT", help="monitor: stop when done or after COUNT polls")
-    p.add_argument("--baseline", metavar="FILE", help="monitor: expected pass rate file (baselines/<name>.json)")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="monitor, audit, report: this baseline file instead of the config dir's baselines/")
     launch = p.add_argument_group("launch (AISBench tasks; SOURCE is aisbench+ssh://host/task_root or a path)")
     launch.add_argument("--suite", help="gsm8k, mmlu, ceval, math500, aime2024, gpqa, humaneval, perf_gsm8k, …")
     launch.add_argument("--model", help="the served model name")
@@ -97,8 +99,10 @@ def _demo(argv: list[str]) -> int:
 
     target = argv[0] if argv else str(data_dir() / "demo")
     paths = write_demo(Path(target), DEMO_NOW)
-    print(f"wrote {len(paths)} demo job dirs, task dirs and tables to {target}")
+    print(f"wrote {len(paths)} demo experiments to {target}")
     print(f"try: evaldesk {target}   or   evaldesk --batch audit {target}")
+    print(f"alignment: evaldesk --batch audit --baseline {target}/baselines/terminal_bench_2-openthinker-agent-8b.json "
+          f"{target}  (or copy the file to the config dir's baselines/)")
     return 0
 
 

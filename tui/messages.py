@@ -147,3 +147,18 @@ class HandOver(Message):
         self.kind = kind
         self.key = key
         self.path = path
+class RequestReport(Message):
+    """A screen asks the App to write the report of experiments (one, or several compared)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__()
+        self.keys = keys
+
+
+class ReportWritten(Message):
+    """A report file was written: where, and the lines that sum it up."""
+
+    def __init__(self, path: str, lines: list[str]) -> None:
+        super().__init__()
+        self.path = path
+        self.lines = lines

@@ -52,3 +52,9 @@ def enrich(report: AuditReport, exp: Experiment, policy: Policy, now: datetime,
 
 def failing(report: AuditReport) -> list[Check]:
     return [c for c in report.checks if c.status == CheckStatus.fail]
+
+
+def combine(*contexts: AuditContext | None) -> AuditContext | None:
+    """One context holding the enrichments of all given (the leaderboard's, a baseline's …)."""
+    enrichments = [e for c in contexts if c is not None for e in c.enrichments]
+    return AuditContext(enrichments) if enrichments else None

@@ -1,50 +1,72 @@
-"""Alignment baselines: the score a run is expected to reproduce.
+"""Alignment baselines: the score a run is expected to reproduce, and the config it was got with.
 
-A baseline file lives at ``baselines/<name>.json`` (the name is free; the runbooks use
-``<benchmark>-<identifier>``). It holds either an aggregate pass rate or a per-task expected
-reward, or both::
+A baseline is a file ``<config dir>/baselines/<benchmark>-<id>.json`` (``$XDG_CONFIG_HOME/
+evaldesk/baselines/``, or ``baselines_dir`` in the config; never the current directory). It
+holds an aggregate expected score, a per-task expected reward, or both, and optionally the
+configuration the score was obtained with, so a run can be checked for config drift::
 
-    {"pass_rate": 0.48}
-
-    {"benchmark": "terminal_bench_2",            # optional: which runs it applies to
-     "model": "anthropic/claude-sonnet-4-5",     # optional, shown only
+    {"benchmark": "terminal_bench_2",            # which runs it applies to (prefix of the benchmark)
+     "model": "laion/OpenThinker-Agent-8B",      # optional: only runs of this model (bare names compare)
      "source": "leaderboard 2026-11-01",         # optional: where the numbers came from
+     "pass_rate": 0.46,                          # or "score" / "expected_score"
+     "n": 267,                                   # optional: attempts behind the expected score
+     "config": {"model": "hosted_vllm/laion/OpenThinker-Agent-8B", "image": "tb2:2026-10",
+                "split": "test", "temperature": 0.6, "top_p": 0.95, "thinking": true,
+                "max_tokens": 32768, "agent_timeout_s": 1500, "verifier_timeout_s": 600},
      "tasks": {"fix-git-history": 1.0, "build-cython-ext": 0.33}}
 
-- ``pass_rate`` is a fraction in [0, 1].
-- ``tasks`` maps a task name to its expected reward in [0, 1] (a mean over attempts is fine).
-  With per-task rewards the monitor compares like with like: the expected rate is the mean
-  expected reward over the attempts that have finished so far, not over the whole benchmark.
-- ``benchmark``, when set, limits the baseline to experiments whose benchmark (or run dir
-  prefix) starts with it; without it the baseline applies to every monitored experiment.
-Unknown keys are ignored so files written for other tools still load.
+- ``pass_rate`` is a fraction in [0, 1]; ``tasks`` maps a task name to its expected reward in
+  [0, 1] (a mean over attempts is fine). With per-task rewards, actual and expected are
+  compared on the same attempts (the expected rate is the mean expected reward over the
+  attempts that have finished), and the tasks furthest below expectation are named.
+- ``config`` is a flat map of the settings the score depends on; each key is compared with
+  the run's own (`Experiment.run_config`) field by field. A key the run does not record is
+  reported as unknown, never as drift.
+Unknown top-level keys are ignored so files written for other tools still load.
+
+The monitor's rule (c) and the audit's `alignment` check read the same files through
+`load_baselines` and compare through `services.core.alignment`.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from services.core.config import Config
 from services.core.models import Experiment
+
+ConfigValue = str | float | int | bool | None
 
 
 class BaselineError(ValueError):
     """A one-line, human message naming the file."""
 
 
+def bare_model(name: str | None) -> str:
+    """`hosted_vllm/laion/X` and `laion/X` name the same model: compare the last segment."""
+    return (name or "").rstrip("/").rsplit("/", 1)[-1].lower()
+
+
 class Baseline(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     name: str = ""
     benchmark: str | None = None
     model: str | None = None
     source: str | None = None
-    pass_rate: float | None = Field(None, ge=0, le=1)
+    pass_rate: float | None = Field(
+        None, ge=0, le=1, validation_alias=AliasChoices("pass_rate", "score", "expected_score"))
+    n: int | None = Field(None, ge=1, description="attempts behind the expected score")
+    config: dict[str, ConfigValue] = Field(default_factory=dict)
     tasks: dict[str, float] = Field(default_factory=dict)
+    path: str | None = Field(None, description="the file it was read from")
 
     @field_validator("tasks")
     @classmethod
@@ -61,6 +83,8 @@ class Baseline(BaseModel):
         return self
 
     def applies_to(self, exp: Experiment) -> bool:
+        if self.model and bare_model(self.model) != bare_model(exp.model):
+            return False
         if not self.benchmark:
             return True
         names = [n for n in (exp.benchmark, exp.benchmark_from_dir, exp.id) if n]
@@ -73,6 +97,14 @@ class Baseline(BaseModel):
             return self.pass_rate
         return sum(self.tasks.values()) / len(self.tasks) if self.tasks else None
 
+    @property
+    def expected_config(self) -> dict[str, ConfigValue]:
+        """The config to compare against; the top-level model stands in when the config names none."""
+        cfg = dict(self.config)
+        if "model" not in cfg and self.model:
+            cfg["model"] = self.model
+        return cfg
+
 
 def parse_baseline(data: bytes, name: str, where: str = "baseline") -> Baseline:
     try:
@@ -82,6 +114,7 @@ def parse_baseline(data: bytes, name: str, where: str = "baseline") -> Baseline:
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: holds a JSON {type(raw).__name__}, not an object")
     raw.setdefault("name", name)
+    raw["path"] = where if where != "baseline" else None
     try:
         return Baseline.model_validate(raw)
     except ValidationError as exc:
@@ -108,9 +141,37 @@ def load_baselines_dir(folder: str | Path) -> list[Baseline]:
     return [load_baseline(p) for p in sorted(d.glob("*.json"))]
 
 
+def default_baselines_dir() -> Path:
+    """``$XDG_CONFIG_HOME/evaldesk/baselines``: beside the config file, never the current dir."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "evaldesk" / "baselines"
+
+
+def load_baselines(folders: Iterable[str | Path]) -> tuple[list[Baseline], list[str]]:
+    """The baselines of several folders; a bad file is one error line and does not hide the others."""
+    found: list[Baseline] = []
+    errors: list[str] = []
+    for folder in folders:
+        d = Path(folder).expanduser()
+        if not d.is_dir():
+            continue
+        for p in sorted(d.glob("*.json")):
+            try:
+                found.append(load_baseline(p))
+            except BaselineError as exc:
+                errors.append(f"baseline {exc}")
+    return found, errors
+
+
+def configured_baselines(config: Config, extra: Iterable[str | Path] = ()) -> tuple[list[Baseline], list[str]]:
+    """The baselines the config points at (`baselines_dir`, else the config dir's), plus `extra` folders."""
+    return load_baselines([Path(config.baselines_dir) if config.baselines_dir else default_baselines_dir(), *extra])
+
+
 def pick_baseline(exp: Experiment, baselines: list[Baseline]) -> Baseline | None:
-    """The most specific baseline for an experiment: a benchmark-scoped one beats a global one."""
+    """The most specific baseline for an experiment: a benchmark-scoped one beats a global one,
+    a model-scoped one beats one for any model."""
     scoped = [b for b in baselines if b.benchmark and b.applies_to(exp)]
     if scoped:
-        return max(scoped, key=lambda b: len(b.benchmark or ""))
-    return next((b for b in baselines if not b.benchmark), None)
+        return max(scoped, key=lambda b: (len(b.benchmark or ""), bool(b.model)))
+    return next((b for b in baselines if not b.benchmark and b.applies_to(exp)), None)

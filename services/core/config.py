@@ -170,6 +170,27 @@ class AISBenchConfig(BaseModel):
     api_key_env: str = Field("AISBENCH_API_KEY", description="env var holding the model API key (never the key)")
 
 
+class RockConfig(BaseModel):
+    """Rock runs (`[[rock]]`): a regression.py work dir (results/, configs/, logs/), the rl-rock
+    CLI's run metadata (`rock job run-list` / `run-status`), or both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="label shown in the console")
+    workdir: str | None = Field(None, description="where regression.py writes results/, configs/, logs/")
+    experiment: str | None = Field(
+        None, description="omitted: every experiment; 'newest'; an id (exact, then prefix); or a results file")
+    regression: str | None = Field(None, description="path to regression.py: retry runs it")
+    python: str = "python3"
+    retry_options: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="explicit regression.py retry options; they override the saved config")
+    command: list[str] = Field(default_factory=lambda: ["rock"], description="the rl-rock CLI as argv")
+    job_config: str | None = Field(None, description="rock --job-config YAML (it holds the OSS locator and keys)")
+    namespace: str | None = None
+    experiment_id: str | None = Field(None, description="rock --experiment-id")
+    poll_interval_s: float | None = None
+
+
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -191,6 +212,9 @@ class Config(BaseModel):
     csbench: CsbenchConfig | None = None
     commands: CommandConfig = Field(default_factory=CommandConfig, description="resume/re-run here")
     aisbench: AISBenchConfig = Field(default_factory=AISBenchConfig)
+    baselines_dir: str | None = Field(
+        None, description="alignment baselines; default $XDG_CONFIG_HOME/evaldesk/baselines")
+    rock: list[RockConfig] = Field(default_factory=list)
     config_path: str | None = Field(None, exclude=True)
 
     def leaderboard_usernames(self) -> list[str]:

@@ -64,6 +64,7 @@ class Trial(BaseModel):
     mtime: float | None = Field(None, description="newest mtime of the trial's result/config files")
     attempt: int = Field(1, description="1-based attempt number within its task, earliest first")
     copy_of: str | None = Field(None, description="the original's path when this is a staged copy")
+    state_raw: str | None = Field(None, description="the source's own word for the attempt, e.g. Rock's dispatched")
 
     @property
     def duration_s(self) -> float | None:
@@ -116,6 +117,9 @@ class Experiment(BaseModel):
     scheduler_job_id: str | None = None
     scheduler_state: str | None = Field(None, description="SLURM's own word, e.g. COMPLETED")
     inference_timeout_s: float | None = None
+    run_config: dict[str, str | float | int | bool | None] = Field(
+        default_factory=dict, description="settings the score depends on (model, image, split, temperature …): "
+        "what baseline alignment compares field by field")
     counts: TrialCounts = Field(default_factory=TrialCounts)
     n_input_tokens: int | None = None
     n_output_tokens: int | None = None

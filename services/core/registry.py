@@ -25,6 +25,7 @@ BACKENDS: tuple[tuple[str, str], ...] = (
     ("harbor", "services.harbor.backend"),
     ("csbench", "services.csbench.backend"),
     ("aisbench", "services.aisbench.backend"),
+    ("rock", "services.rock.backend"),
 )
 
 

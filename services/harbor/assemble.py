@@ -20,6 +20,7 @@ from services.core.census import take_census
 from services.core.models import AGGREGATE_UNREADABLE, Experiment, State, Trial
 from services.core.policy import Policy
 from services.harbor.files import JobConfigFile, JobResultFile
+from services.harbor.runconfig import harbor_run_config
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -360,6 +361,7 @@ def assemble_experiment(
         finished_at=res.finished_at if res else None,
         scheduler_job_id=sched_id,
         inference_timeout_s=timeout,
+        run_config=harbor_run_config(config_bytes, timeout),
         counts=counts,
         n_input_tokens=n_in,
         n_output_tokens=n_out,

@@ -3,6 +3,7 @@ same dirs on SSH hosts (`ssh://host/path`, `[[hosts]]` entries)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -65,7 +66,8 @@ def open_path(path: str, config: Config) -> Source:
 
 def find_local(path: str, config: Config) -> list[Source]:
     """The Harbor source of a local folder, when it holds (or is) a job dir."""
-    return [open_path(path, config)] if find_job_dirs(path) else []
+    # a file is not a job dir (another backend may claim it, e.g. a Rock results file)
+    return [open_path(path, config)] if os.path.isdir(path) and find_job_dirs(path) else []
 
 
 def configured(config: Config) -> list[Source]:
@@ -76,8 +78,11 @@ def configured(config: Config) -> list[Source]:
 
 def write_demo(root: Path, now: datetime) -> list[Path]:
     from services.harbor.demo import write_demo as write
+    from services.harbor.demo_baseline import write_demo_baseline
 
-    return write(root, now=now)
+    written = write(root, now=now)
+    write_demo_baseline(root, now)
+    return written
 
 
 def audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:

@@ -223,7 +223,7 @@ def _fast(rel: str, dir_name: str, raw: dict[str, Any], mtime: float | None) -> 
         started, finished, n_in, n_cache, n_out, cost,
         _intern(model) if model else None, _intern(agent_name) if agent_name else agent_name,
         _intern(source) if source else source,
-        mtime, 1, None,
+        mtime, 1, None, None,
     ))
 
 

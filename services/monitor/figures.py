@@ -3,16 +3,18 @@ poll, the pass rate's confidence interval and the alignment against a baseline."
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from services.core.baselines import Baseline
+from services.core.alignment import Alignment, TaskGap, align, wilson_interval
 from services.core.models import State
 from services.core.times import iso_z
+
+# the alignment math lives in services.core.alignment (the audit uses it too); the monitor
+# modules import it from here
+__all__ = ["COUNT_STATES", "Alignment", "Reading", "RunningTrial", "Sample", "TaskGap", "align", "wilson_interval"]
 
 COUNT_STATES: tuple[str, ...] = ("pending", "dispatched", "running", "valid", "errored")
 
@@ -88,72 +90,3 @@ class Reading(BaseModel):
 
 def _round(v: float | None, nd: int = 4) -> float | None:
     return None if v is None else round(v, nd)
-
-
-def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float] | None:
-    """Wilson score interval; fractional successes (partial rewards) are accepted."""
-    if n <= 0:
-        return None
-    p = min(max(successes / n, 0.0), 1.0)
-    z2 = z * z
-    denom = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-class TaskGap(BaseModel):
-    task: str
-    expected: float
-    actual: float
-    attempts: int
-
-
-class Alignment(BaseModel):
-    """Actual vs expected, on the attempts that have finished."""
-
-    baseline: str
-    expected: float = Field(description="expected rate over the compared attempts")
-    actual: float
-    compared: int = Field(description="finished attempts compared")
-    expected_overall: float | None = None
-    gaps: list[TaskGap] = Field(default_factory=list, description="tasks furthest below expectation")
-
-
-def align(
-    baseline: Baseline, by_task: Mapping[str, list[float]], successes: float, finished: int
-) -> Alignment | None:
-    if baseline.tasks:
-        exp_sum = act_sum = 0.0
-        n = 0
-        gaps: list[TaskGap] = []
-        for task, outcomes in by_task.items():
-            want = baseline.tasks.get(task)
-            if want is None:
-                continue
-            exp_sum += want * len(outcomes)
-            act_sum += sum(outcomes)
-            n += len(outcomes)
-            mean = sum(outcomes) / len(outcomes)
-            if mean < want:
-                gaps.append(TaskGap(task=task, expected=want, actual=mean, attempts=len(outcomes)))
-        if n == 0:
-            return None
-        gaps.sort(key=lambda g: (g.actual - g.expected, g.task))
-        return Alignment(
-            baseline=baseline.name,
-            expected=exp_sum / n,
-            actual=act_sum / n,
-            compared=n,
-            expected_overall=baseline.aggregate,
-            gaps=gaps[:10],
-        )
-    if baseline.pass_rate is None or finished == 0:
-        return None
-    return Alignment(
-        baseline=baseline.name,
-        expected=baseline.pass_rate,
-        actual=successes / finished,
-        compared=finished,
-        expected_overall=baseline.pass_rate,
-    )

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from services.core.alignment import outcome as _outcome
 from services.core.baselines import Baseline, pick_baseline
 from services.core.models import Experiment, Snapshot, State, Trial, TrialStatus, experiment_key
 from services.core.policy import Policy
@@ -38,11 +39,6 @@ def _ts(dt: datetime | None) -> float | None:
     return dt.timestamp()
 
 
-def _outcome(t: Trial) -> float:
-    """A finished attempt's share of a pass: errors count as 0, like on the leaderboard."""
-    if t.reward is None:
-        return 0.0
-    return min(max(t.reward, 0.0), 1.0)
 
 
 @dataclass
@@ -169,7 +165,8 @@ class MonitorState:
                     path=t.path,
                     running_s=max(0.0, now - start),
                     idle_s=idle,
-                    dispatched=idle >= th.idle_s,
+                    # Rock says so itself; elsewhere a started trial silent for idle_s counts
+                    dispatched=idle >= th.idle_s or t.state_raw == "dispatched",
                     activity=act.line if act else "",
                 )
             )

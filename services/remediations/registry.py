@@ -41,6 +41,7 @@ REMEDIATIONS: dict[str, str] = {
     "rerun": "services.remediations.rerun",
     "aisbench_launch": "services.aisbench.launch",
     "aisbench_resume": "services.aisbench.resume",
+    "retry": "services.remediations.rock_retry",
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -76,3 +77,45 @@ async def settle(pilot: object, rounds: int = 6) -> None:
         with contextlib.suppress(WorkerFailed):
             await app.workers.wait_for_complete()
         await pilot.pause()  # type: ignore[attr-defined]
+
+
+_shared_full: Path | None = None
+ROCK_KEY = "demo/rock::exp-7f3a9c21"
+OPENTHINKER_KEY = "demo::terminal_bench_2_laion-OpenThinker-Agent-8B_2026-11-19__12-00-00"
+
+
+def shared_full_demo(factory: pytest.TempPathFactory) -> Path:
+    """Every backend's demo data (Harbor job dirs, the Rock work dir, the alignment baseline)."""
+    global _shared_full
+    if _shared_full is None:
+        from services.core.registry import write_demo as write_all
+
+        _shared_full = factory.mktemp("fulldemo") / "demo"
+        write_all(_shared_full, DEMO_NOW)
+    return _shared_full
+
+
+def make_full_demo_app(root: Path, state: Path, *, baselines: bool = True) -> EvaldeskApp:
+    """The console as `evaldesk` opens the demo: every backend's sources, the demo's baseline."""
+    from services.core.registry import demo_sources
+
+    use_utc()
+    config = Config(journal_path=str(state / "journal.jsonl"))
+    return EvaldeskApp(demo_sources(config, root), config, False, now=FIXED_NOW, poll=False, cursor_blink=False,
+                       baseline_dirs=[str(root / "baselines")] if baselines else [])
+
+
+def snapshot_full_demo() -> Path:
+    """The full demo at a fixed path (written once per session): a preview that names the
+    work dir, as the retry's does, then reads the same on every run."""
+    global _snapshot_full
+    if _snapshot_full is None:
+        from services.core.registry import write_demo as write_all
+
+        _snapshot_full = Path(tempfile.gettempdir()) / "evaldesk-snapshot-demo"
+        shutil.rmtree(_snapshot_full, ignore_errors=True)
+        write_all(_snapshot_full, DEMO_NOW)
+    return _snapshot_full
+
+
+_snapshot_full: Path | None = None

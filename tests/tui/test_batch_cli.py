@@ -275,7 +275,7 @@ def test_demo_then_audit_gives_the_expected_verdicts(tmp_path: Path) -> None:
     p = evaldesk("--batch", "audit", "--format", "json", str(demo))
     assert p.returncode == 1, p.stderr
     verdicts: dict[str, Any] = {e["id"]: e["verdict"] for e in json.loads(p.stdout)["experiments"]
-                                if e["source"] in ("harbor", "csbench")}  # more backends' demo data sits beside
+                                if e["source"] in ("harbor", "csbench", "rock")}  # more backends' demo data sits beside
     expect = {
         "dev_set_v2": "dedupe",
         "OpenThinker-Agent-8B": "finalize",
@@ -284,8 +284,9 @@ def test_demo_then_audit_gives_the_expected_verdicts(tmp_path: Path) -> None:
         "1774950145766573": "rerun",
         "swebench": "wait",
         "camp-5e1f0c2a": "investigate",  # the csbench campaign: a mock on the cloud, not torn down
+        "exp-7f3a9c21": "resume",  # the Rock regression run: errors past the gate, retry them
     }
-    assert len(verdicts) == 7
+    assert len(verdicts) == 8
     for needle, verdict in expect.items():
         (job_id,) = [k for k in verdicts if needle in k]
         assert verdicts[job_id] == verdict, (job_id, verdicts[job_id])

@@ -173,8 +173,16 @@ async def to_inputs(pilot: Pilot[Any]) -> None:
     await settle(pilot, 2)
 
 
+async def to_report(pilot: Pilot[Any]) -> None:
+    from tui.screens.report import ReportScreen
+
+    pilot.app.push_screen(ReportScreen("/reports/dev_set.html", ["dev_set_v2: score 0.620, 294/300 valid"]))
+    await settle(pilot, 2)
+
+
 SCREENS: dict[str, Step] = {
-    "recovery": to_recovery, "lock": to_lock, "command": to_command, "results": to_results, "inputs": to_inputs,
+    "report": to_report, "recovery": to_recovery, "lock": to_lock, "command": to_command, "results": to_results,
+    "inputs": to_inputs,
     "global": home, "experiments": home, "audit": to_audit, "trials": to_trials, "monitor": to_monitor,
     "confirm": to_confirm, "help": keys("question_mark"), "log": to_log,
 }
@@ -322,6 +330,11 @@ CASES: dict[str, Case] = {
     "recovery.escape": Case(),
     "lock.break": Case(),
     "lock.close": Case(),
+    "experiments.report": Case(),  # the report is written and its dialog opens
+    "audit.report": Case(),
+    "report.open": Case(),  # the opener is started, or the console says there is none (a log entry)
+    "report.close": Case(),
+    "report.close_q": Case(),
 }
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from services.core.config import Config, data_dir
+from services.core.baselines import default_baselines_dir
+from services.core.config import Config
 from services.harbor.source import HarborSource
 from tui.app import EvaldeskApp
 from tui.screens.experiments import ExperimentsScreen
@@ -75,7 +76,7 @@ def live_script(pb: JobPlayback) -> Script:
 def make_app(tmp_path: Path, baseline: float | None = 0.6) -> tuple[EvaldeskApp, Script]:
     use_utc()
     if baseline is not None:
-        folder = data_dir() / "baselines"
+        folder = default_baselines_dir()  # the config dir's baselines/
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "tb2-reference.json").write_text(
             json.dumps({"benchmark": "terminal_bench_2", "pass_rate": baseline}))

@@ -17,7 +17,7 @@ from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
 from tui.external import copy_location
-from tui.messages import CommandChanged, Notice, OpenView, RequestPlan, SnapshotUpdated
+from tui.messages import CommandChanged, Notice, OpenView, RequestPlan, RequestReport, SnapshotUpdated
 from tui.navigation import move
 from widgets.checklist import Checklist, ChecklistItem
 from widgets.state_badge import state_badge
@@ -163,6 +163,9 @@ class AuditScreen(Screen[None]):
 
     def action_open_output(self) -> None:
         self.post_message(OpenView("command", [self.key]))
+
+    def action_report(self) -> None:
+        self.post_message(RequestReport([self.key]))
 
     def action_open_trials(self) -> None:
         self.post_message(OpenView("trials", [self.key]))

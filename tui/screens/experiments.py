@@ -22,7 +22,7 @@ from tui.actions import EXPERIMENT_COLUMNS, bindings_for
 from tui.chrome import ConsoleHeader, bar
 from tui.context import ConsoleState, console
 from tui.external import copy_location
-from tui.messages import CommandChanged, HandOver, OpenView, SnapshotUpdated
+from tui.messages import CommandChanged, HandOver, OpenView, RequestReport, SnapshotUpdated
 from tui.navigation import move
 from widgets.ids import distinguishing, shorten
 from widgets.log_tail import regex_problem
@@ -405,6 +405,11 @@ class ExperimentsScreen(Screen[None]):
         if key:
             self.post_message(OpenView("results", [key]))
 
+    def action_report(self) -> None:
+        key = self.selected_key()
+        if key:
+            self.post_message(RequestReport([key]))
+
     def action_monitor(self) -> None:
         key = self.selected_key()
         self.post_message(OpenView("monitor", [key] if key else []))
@@ -480,7 +485,7 @@ class ExperimentsScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # while the filter is being typed, letters belong to it
-        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter"):
+        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter", "report"):
             try:
                 if self.query_one("#filter", Input).has_focus:
                     return False

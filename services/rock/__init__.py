@@ -1,0 +1,1 @@
+"""Rock regressions: regression.py work dirs and the rl-rock CLI's runs, as experiments."""
