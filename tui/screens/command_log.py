@@ -24,11 +24,7 @@ STATE_STYLES = {"running": "bold white on blue", "done": "bold black on green", 
 class CommandLogScreen(Screen[None]):
     SCREEN_ID = "command"
     BINDINGS = bindings_for("command")
-    DEFAULT_CSS = """
-    CommandLogScreen #command-title { height: auto; padding: 0 1; }
-    CommandLogScreen #command-status { height: auto; padding: 0 1; border-bottom: solid $primary-darken-2; }
-    CommandLogScreen #command-output { height: 1fr; }
-    """
+    CSS_PATH = "command_log.tcss"
 
     def __init__(self, key: str) -> None:
         super().__init__()

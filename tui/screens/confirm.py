@@ -19,45 +19,7 @@ from tui.messages import Notice
 class ConfirmScreen(ModalScreen[bool]):
     SCREEN_ID = "confirm"
     BINDINGS = bindings_for("confirm")
-    DEFAULT_CSS = """
-    ConfirmScreen {
-        align: center middle;
-    }
-    ConfirmScreen #dialog {
-        width: 90%;
-        max-width: 110;
-        height: auto;
-        max-height: 90%;
-        border: thick $warning;
-        background: $surface;
-        padding: 0 1;
-    }
-    ConfirmScreen #confirm-title {
-        text-style: bold;
-        height: auto;
-    }
-    ConfirmScreen #preview {
-        height: auto;
-        max-height: 12;
-        border: round $primary-darken-2;
-    }
-    ConfirmScreen #refusal {
-        color: $error;
-        text-style: bold;
-        height: auto;
-    }
-    ConfirmScreen #buttons {
-        height: 1;
-        margin-top: 1;
-        align: center middle;
-    }
-    ConfirmScreen #buttons Button {
-        height: 1;
-        min-width: 16;
-        border: none;
-        margin: 0 2;
-    }
-    """
+    CSS_PATH = "confirm.tcss"
 
     def __init__(
         self,

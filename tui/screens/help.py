@@ -30,20 +30,7 @@ def key_label(spec: ActionSpec, keymap: dict[str, str]) -> str:
 class HelpScreen(ModalScreen[None]):
     SCREEN_ID = "help"
     BINDINGS = bindings_for("help")
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen #help {
-        width: 90%;
-        max-width: 100;
-        height: 90%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 1;
-    }
-    HelpScreen #help-filter { height: 1; border: none; padding: 0 1; background: $boost; }
-    HelpScreen #help-keys { height: 1fr; }
-    HelpScreen #help-hint { height: 1; color: $text-muted; }
-    """
+    CSS_PATH = "help.tcss"
 
     def __init__(self, for_screen: Screen[object] | None = None) -> None:
         super().__init__()

@@ -20,53 +20,7 @@ from tui.actions import bindings_for
 class InputsScreen(ModalScreen[dict[str, int] | None]):
     SCREEN_ID = "inputs"
     BINDINGS = bindings_for("inputs")
-    DEFAULT_CSS = """
-    InputsScreen {
-        align: center middle;
-    }
-    InputsScreen #inputs-dialog {
-        width: 90%;
-        max-width: 100;
-        height: auto;
-        max-height: 95%;
-        border: thick $accent;
-        background: $surface;
-        padding: 0 1;
-    }
-    InputsScreen #inputs-title {
-        text-style: bold;
-        height: auto;
-    }
-    InputsScreen .field-label {
-        margin-top: 1;
-        text-style: bold;
-        height: auto;
-    }
-    InputsScreen .field-guidance {
-        color: $text-muted;
-        height: auto;
-    }
-    InputsScreen Input {
-        height: 3;
-        width: 24;
-    }
-    InputsScreen #inputs-error {
-        color: $error;
-        text-style: bold;
-        height: auto;
-    }
-    InputsScreen #inputs-buttons {
-        height: 1;
-        margin-top: 1;
-        align: center middle;
-    }
-    InputsScreen #inputs-buttons Button {
-        height: 1;
-        min-width: 16;
-        border: none;
-        margin: 0 2;
-    }
-    """
+    CSS_PATH = "inputs.tcss"
 
     def __init__(self, title: str, fields: list[InputField]) -> None:
         super().__init__()

@@ -23,11 +23,7 @@ LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "information": "green"
 class LogScreen(Screen[None]):
     SCREEN_ID = "log"
     BINDINGS = bindings_for("log")
-    DEFAULT_CSS = """
-    LogScreen #log-table { height: 1fr; }
-    LogScreen #log-detail-box { height: auto; max-height: 10; border-top: solid $primary-darken-2; }
-    LogScreen #log-detail { padding: 0 1; }
-    """
+    CSS_PATH = "log.tcss"
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader("Log")

@@ -18,51 +18,6 @@ from services.remediations.lock import LockOwner
 from services.remediations.recovery import Pending
 from tui.actions import bindings_for
 
-DIALOG_CSS = """
-{name} {{
-    align: center middle;
-}}
-{name} #dialog {{
-    width: 90%;
-    max-width: 100;
-    height: auto;
-    max-height: 90%;
-    border: thick $warning;
-    background: $surface;
-    padding: 0 1;
-}}
-{name} .title {{
-    text-style: bold;
-    height: auto;
-}}
-{name} .body {{
-    height: auto;
-    margin-top: 1;
-}}
-{name} .hint {{
-    height: auto;
-    margin-top: 1;
-    color: $text-muted;
-}}
-{name} .stale {{
-    height: auto;
-    margin-top: 1;
-    color: $error;
-    text-style: bold;
-}}
-{name} #buttons {{
-    height: 1;
-    margin-top: 1;
-    align: center middle;
-}}
-{name} #buttons Button {{
-    height: 1;
-    min-width: 14;
-    border: none;
-    margin: 0 1;
-}}
-"""
-
 FINISH, ROLL_BACK, LATER = "finish", "rollback", "later"
 
 
@@ -71,7 +26,7 @@ class RecoveryScreen(ModalScreen[str]):
 
     SCREEN_ID = "recovery"
     BINDINGS = bindings_for("recovery")
-    DEFAULT_CSS = DIALOG_CSS.format(name="RecoveryScreen")
+    CSS_PATH = "recovery.tcss"
 
     def __init__(self, pending: Pending, refusal: str | None = None) -> None:
         super().__init__()
@@ -140,7 +95,7 @@ class LockScreen(ModalScreen[bool]):
 
     SCREEN_ID = "lock"
     BINDINGS = bindings_for("lock")
-    DEFAULT_CSS = DIALOG_CSS.format(name="LockScreen")
+    CSS_PATH = "recovery.tcss"
 
     def __init__(self, what: str, held: LockHeld, now: datetime) -> None:
         super().__init__()

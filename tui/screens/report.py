@@ -33,33 +33,7 @@ def system_opener() -> str | None:
 class ReportScreen(ModalScreen[None]):
     SCREEN_ID = "report"
     BINDINGS = bindings_for("report")
-    DEFAULT_CSS = """
-    ReportScreen {
-        align: center middle;
-    }
-    ReportScreen #report-box {
-        width: 90%;
-        max-width: 110;
-        height: auto;
-        max-height: 90%;
-        border: thick $success;
-        background: $surface;
-        padding: 0 1;
-    }
-    ReportScreen #report-path {
-        text-style: bold;
-        height: auto;
-    }
-    ReportScreen #report-summary {
-        height: auto;
-        margin-top: 1;
-    }
-    ReportScreen #report-hint {
-        color: $text-muted;
-        height: auto;
-        margin-top: 1;
-    }
-    """
+    CSS_PATH = "report.tcss"
 
     def __init__(self, path: str, lines: list[str]) -> None:
         super().__init__()
