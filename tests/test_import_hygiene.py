@@ -105,3 +105,13 @@ def test_console_and_batch_reach_backends_only_through_the_registry() -> None:
 def test_screens_do_not_import_the_app() -> None:
     graph = _import_graph()
     assert [m for m, deps in graph.items() if "tui.app" in deps and m != "tui.cli"] == []
+
+
+def test_every_package_folder_is_a_regular_package() -> None:
+    # setuptools' find_packages (pyproject's packages.find) and pkgutil.walk_packages above both
+    # skip a folder without __init__.py: an installed evaldesk would lack it, and this test would
+    # not look inside it
+    missing = [str(d.relative_to(ROOT)) for top in ("services", "tui", "widgets")
+               for d in (ROOT / top).rglob("*") if d.is_dir() and d.name != "__pycache__"
+               and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
+    assert missing == []
