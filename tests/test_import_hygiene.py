@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,24 @@ def test_every_package_folder_is_a_regular_package() -> None:
                for d in (ROOT / top).rglob("*") if d.is_dir() and d.name != "__pycache__"
                and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
     assert missing == []
+
+
+AUDIT_PROBE = """
+import sys
+from tui.cli import main
+code = main(["--batch", "audit", "--format", "json", sys.argv[1]])
+heavy = sorted(m for m in ("asyncssh", "services.csbench", "services.aisbench", "services.rock",
+                           "services.leaderboard.view", "services.report.output") if m in sys.modules)
+print(code, ",".join(heavy), file=sys.stderr)
+"""
+
+
+def test_a_local_audit_of_one_harbor_job_loads_only_what_it_needs(tmp_path: Path) -> None:
+    # every module here costs a cron job's audit start-up time (benchmarks/targets.py "audit")
+    from tests.support.harbor_factory import healthy_job
+
+    job = healthy_job(tmp_path, n_tasks=3, n_rep=1).write()
+    p = subprocess.run([sys.executable, "-c", AUDIT_PROBE, str(job)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=60, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    code, _, heavy = p.stderr.strip().splitlines()[-1].partition(" ")
+    assert (code, heavy) == ("0", ""), p.stderr

@@ -36,10 +36,10 @@ def _dump(obj: Any) -> str:
 
 async def leaderboard_context(config: Config, exps: list[Experiment], err: IO[str]) -> AuditContext | None:
     """The leaderboard, read once for a batch run (None when none is configured)."""
-    from services.leaderboard.view import audit_context, configured, load_view
+    if not config.leaderboard.url:
+        return None  # and the leaderboard's modules are never imported
+    from services.leaderboard.view import audit_context, load_view
 
-    if not configured(config):
-        return None
     view = await load_view(config, exps)
     if view.error:
         err.write(f"evaldesk: leaderboard: {view.error}\n")

@@ -20,7 +20,6 @@ from services.core.config import Config
 from services.core.models import Experiment
 from services.core.registry import open_sources
 from services.core.source import SourceUnavailable
-from services.report.output import Format, render, report_for, write_text_atomic
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 
@@ -60,6 +59,9 @@ async def _collect(specs: list[str], config: Config, err: IO[str], progress: Any
 
 def run_report_cli(args: Any, config: Config, out: IO[str] | None = None, err: IO[str] | None = None,
                    progress: Any = None, now: datetime | None = None) -> int:
+    # the report's modules load here, not for every `list`/`audit` that only wants batch_baselines
+    from services.report.output import Format, render, report_for, write_text_atomic
+
     out = out or sys.stdout
     err = err or sys.stderr
     fmt: Format = args.format or "html"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.aisbench.formats import HostEntry
 from services.aisbench.hosts import host_for, load_hosts
@@ -17,9 +18,12 @@ from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
 from services.core.source import Source
 from services.transport.fs import LocalFS
-from services.transport.process import LocalRunner, SSHRunner
-from services.transport.sftp import SFTPFS
-from services.transport.ssh import HostSpec, parse_ssh_url, shared_pool
+from services.transport.process import LocalRunner
+
+if TYPE_CHECKING:
+    from services.transport.ssh import HostSpec
+
+# the SSH side (asyncssh) loads only when a host is read: every local command starts sooner
 
 NAME = "aisbench"
 SCHEMES: tuple[str, ...] = ("aisbench+ssh",)
@@ -27,6 +31,8 @@ KINDS: tuple[str, ...] = (KIND_LOCAL, KIND_SSH)
 
 
 def spec_for(entry: HostEntry, config: Config) -> HostSpec:
+    from services.transport.ssh import HostSpec
+
     return HostSpec(host=entry.host, user=entry.user, port=entry.port, proxy_jump=entry.proxy_jump,
                     identity_file=entry.identity_file, known_hosts=entry.known_hosts,
                     insecure_no_host_key_check=entry.insecure_no_host_key_check, ssh_config=config.ssh_config)
@@ -36,6 +42,10 @@ def source_for_host(entry: HostEntry, config: Config, task_root: str | None = No
     root = task_root or entry.task_root
     if entry.host == LOCAL:
         return _local(root, config, entry)
+    from services.transport.process import SSHRunner
+    from services.transport.sftp import SFTPFS
+    from services.transport.ssh import shared_pool
+
     spec = spec_for(entry, config)
     pool = shared_pool()
     return AISBenchSource(
@@ -59,6 +69,8 @@ def open_url(spec: str, config: Config) -> Source:
     """`aisbench+ssh://[user@]host[:port]/task_root`. A host the hosts file names (by `name` or
     `host`) takes that entry's image, source dir and SSH settings; the URL's user, port and
     path win. Raises ValueError for a malformed URL."""
+    from services.transport.ssh import parse_ssh_url
+
     url_spec, path = parse_ssh_url(spec)
     entry = host_for(url_spec.host, load_hosts(config))
     if entry is None:
@@ -113,6 +125,10 @@ def find_local(path: str, config: Config) -> list[Source]:
         if _is_task_root(Path(child)):
             found.append(_local(child, config))
     return found
+
+
+def claims(path: str) -> bool:
+    return False  # another backend may find its own runs beside or inside this one
 
 
 def configured(config: Config) -> list[Source]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -48,6 +49,11 @@ class Backend(Protocol):
         """The sources this backend sees in a local folder (the folder itself or children)."""
         ...
 
+    def claims(self, path: str) -> bool:
+        """`path` itself is one experiment of this backend, so no other backend looks inside it
+        (a Harbor job dir's 100k children are trials: nobody else's roots)."""
+        ...
+
     def configured(self, config: Config) -> list[Source]:
         """The sources its own config section describes."""
         ...
@@ -62,12 +68,23 @@ class Backend(Protocol):
 
 
 @cache
+def _load(module: str) -> Backend:
+    return cast(Backend, importlib.import_module(module))
+
+
+def each_backend() -> Iterator[Backend]:
+    """The backends in order, each imported only when reached: a command about one Harbor job
+    stops at the first and never pays for the others' imports (their models, SSH)."""
+    for _, module in BACKENDS:
+        yield _load(module)
+
+
 def backends() -> tuple[Backend, ...]:
-    return tuple(cast(Backend, importlib.import_module(module)) for _, module in BACKENDS)
+    return tuple(each_backend())
 
 
 def backend(name: str) -> Backend:
-    for b in backends():
+    for b in each_backend():
         if name == b.NAME:
             return b
     raise KeyError(f"no backend {name!r}")
@@ -75,7 +92,7 @@ def backend(name: str) -> Backend:
 
 def backend_audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
     """The checklist of the backend that yielded `exp`, when it has its own."""
-    for b in backends():
+    for b in each_backend():
         if exp.source in b.KINDS:
             return b.audit(exp, policy, now)
     return None
@@ -95,7 +112,7 @@ def open_sources(spec: str, config: Config) -> list[Source]:
     """
     scheme = scheme_of(spec)
     if scheme is not None and scheme != "file":
-        for b in backends():
+        for b in each_backend():
             if scheme in b.SCHEMES:
                 return [b.open_url(spec, config)]
         known = sorted({s for b in backends() for s in b.SCHEMES})
@@ -105,13 +122,17 @@ def open_sources(spec: str, config: Config) -> list[Source]:
     if not os.path.exists(path):
         raise SourceUnavailable(spec, "no such file or directory")
     found: list[Source] = []
-    for b in backends():
+    try:
+        owner = next((b for b in each_backend() if b.claims(path)), None)
+    except PermissionError as exc:
+        raise SourceUnavailable(spec, f"permission denied: {exc.filename or path}") from None
+    for b in backends() if owner is None else (owner,):
         try:
             found += b.find_local(path, config)
         except PermissionError as exc:
             raise SourceUnavailable(spec, f"permission denied: {exc.filename or path}") from None
     # nothing recognised: the default backend opens it anyway and says what it did not find
-    return found or [backends()[0].open_path(path, config)]
+    return found or [next(each_backend()).open_path(path, config)]
 
 
 def open_source(spec: str, config: Config) -> Source:

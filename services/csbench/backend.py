@@ -60,6 +60,10 @@ def find_local(path: str, config: Config) -> list[Source]:
     return [open_path(path, config)] if find_results_dirs(path, skip) else []
 
 
+def claims(path: str) -> bool:
+    return False  # another backend may find its own runs beside or inside this one
+
+
 def configured(config: Config) -> list[Source]:
     s = settings(config)
     if s is None or not s.campaigns:

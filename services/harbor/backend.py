@@ -12,7 +12,7 @@ from services.core.config import Config, HostConfig
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
 from services.core.source import Source
-from services.harbor.scan import find_job_dirs
+from services.harbor.scan import find_job_dirs, looks_like_job_dir
 from services.harbor.source import HarborSource
 
 # the SSH side (asyncssh, ~0.25 s to import) loads only when a host is read: a local batch
@@ -68,6 +68,10 @@ def find_local(path: str, config: Config) -> list[Source]:
     """The Harbor source of a local folder, when it holds (or is) a job dir."""
     # a file is not a job dir (another backend may claim it, e.g. a Rock results file)
     return [open_path(path, config)] if os.path.isdir(path) and find_job_dirs(path) else []
+
+
+def claims(path: str) -> bool:
+    return os.path.isdir(path) and looks_like_job_dir(path)
 
 
 def configured(config: Config) -> list[Source]:

@@ -78,6 +78,10 @@ def find_local(path: str, config: Config) -> list[Source]:
     return found
 
 
+def claims(path: str) -> bool:
+    return False  # another backend may find its own runs beside or inside this one
+
+
 def configured(config: Config) -> list[Source]:
     """One source per `[[rock]]` part: its work dir, and its CLI runs when it has a locator."""
     out: list[Source] = []

@@ -15,12 +15,14 @@ import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
-
-import asyncssh
+from typing import TYPE_CHECKING, Protocol
 
 from services.core.source import SourceUnavailable
-from services.transport.ssh import HostSpec, SSHPool, describe
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from services.transport.ssh import HostSpec, SSHPool
 
 # (stream name "stdout" | "stderr", a chunk of text) — called as output arrives
 OutputFn = Callable[[str, str], None]
@@ -123,6 +125,11 @@ class SSHRunner:
 
     async def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
                   on_output: OutputFn | None = None, timeout_s: float | None = None) -> CommandResult:
+        # asyncssh (~0.1 s to import) loads only when a command runs on a host
+        import asyncssh
+
+        from services.transport.ssh import describe
+
         if not argv:
             raise ValueError("an empty command")
         line = shlex.join(list(argv))
