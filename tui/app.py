@@ -432,12 +432,16 @@ class EvaldeskApp(RecoveryFlow, App[int]):
     def _audit_all(self, snapshot: Snapshot) -> dict[str, object]:
         from services.audit.context import combine
         from services.audit.verdict import audit_experiment
-        from services.leaderboard.view import audit_context
-
         out: dict[str, object] = {}
         now = self.now()
-        # what the leaderboard and the baselines know, beside what the files say
-        context = combine(audit_context(self.leaderboard_view, self.config), self.audit_context)
+        # what the leaderboard and the baselines know, beside what the files say (the
+        # leaderboard's modules load only once there is a leaderboard view)
+        board = None
+        if self.leaderboard_view is not None:
+            from services.leaderboard.view import audit_context
+
+            board = audit_context(self.leaderboard_view, self.config)
+        context = combine(board, self.audit_context)
         for exp in snapshot.experiments:
             try:
                 out[experiment_key(exp)] = audit_experiment(exp, self.policy, now, context)

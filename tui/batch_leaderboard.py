@@ -36,7 +36,9 @@ def _dump(obj: Any) -> str:
 
 async def leaderboard_context(config: Config, exps: list[Experiment], err: IO[str]) -> AuditContext | None:
     """The leaderboard, read once for a batch run (None when none is configured)."""
-    if not config.leaderboard.url:
+    from services.leaderboard import configured
+
+    if not configured(config):
         return None  # and the leaderboard's modules are never imported
     from services.leaderboard.view import audit_context, load_view
 

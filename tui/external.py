@@ -11,16 +11,23 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from textual.dom import DOMNode
 
-from services.transport.ssh import HostSpec
 from tui.context import console
+
+if TYPE_CHECKING:
+    from services.transport.ssh import HostSpec
 
 
 def ssh_spec_of(source: object) -> HostSpec | None:
     """How a remote source reaches its host; None for local disk."""
     spec = getattr(source, "spec", None)
+    if spec is None:
+        return None  # local disk: asyncssh (~14 MiB) is never imported for it
+    from services.transport.ssh import HostSpec
+
     return spec if isinstance(spec, HostSpec) else None
 
 

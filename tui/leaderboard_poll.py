@@ -48,7 +48,7 @@ class PollingApp(Protocol):
 
 
 def configured(app: PollingApp) -> bool:
-    from services.leaderboard.view import configured as has_leaderboard
+    from services.leaderboard import configured as has_leaderboard
 
     return has_leaderboard(app.config)
 

@@ -19,10 +19,6 @@ from services.leaderboard.rows import LeaderboardView, TraceStatus, job_rows, re
 from services.leaderboard.traces import HubClient, expected_repo
 
 
-def configured(config: Config) -> bool:
-    return bool(config.leaderboard.url)
-
-
 async def load_view(config: Config, exps: list[Experiment], *, client: LeaderboardClient | None = None,
                     hub: HubClient | None = None, previous: LeaderboardView | None = None) -> LeaderboardView:
     """The rows of every table, and the status of every dataset a matched row links (or the

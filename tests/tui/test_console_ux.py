@@ -181,3 +181,22 @@ def test_exception_filter_ignores_case_and_says_when_nothing_matches(
     p = run_cli("--batch", "trials", "--format", "json", "--exception", "NoSuchError", str(job))
     assert json.loads(p.stdout)["trials"] == [] and "no trial has exception type 'NoSuchError'" in p.stderr
     assert "VerifierOutputParseError" in p.stderr
+
+
+@pytest.mark.parametrize(("size", "palette_hint"), [((80, 24), False), ((120, 40), True)])
+async def test_a_narrow_footer_keeps_help_and_drops_the_palette_hint(
+        size: tuple[int, int], palette_hint: bool, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from textual.widgets import Footer
+
+    app = make_demo_app(shared_demo(tmp_path_factory), tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        for keys in ([], ["enter"]):  # the list, then the trials screen, which has the most keys
+            for key in keys:
+                await pilot.press(key)
+                await settle(pilot, 4)
+            footer = app.screen.query_one(Footer)
+            assert footer.show_command_palette is palette_hint
+            # `? Help` is drawn whole, inside the screen's width (app-wide keys after it may be cut)
+            help_key = [k for k in footer.query("FooterKey") if k.key_display == "?"]  # type: ignore[attr-defined]
+            assert help_key and help_key[0].region.right <= size[0], type(app.screen).__name__

@@ -7,7 +7,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 
 from services.core.census import census_words
 from services.core.models import AuditReport, Experiment
@@ -20,6 +20,7 @@ from tui.external import copy_location
 from tui.messages import CommandChanged, Notice, OpenView, RequestPlan, RequestReport, SnapshotUpdated
 from tui.navigation import move
 from widgets.checklist import Checklist, ChecklistItem
+from widgets.footer import KeyFooter
 from widgets.state_badge import state_badge
 
 VERDICT_MEANING = {
@@ -72,7 +73,7 @@ class AuditScreen(Screen[None]):
         with VerticalScroll(id="audit-notes"):
             yield Static("", id="verdict")
             yield Static("", id="notes")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.render_report()

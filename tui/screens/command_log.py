@@ -9,13 +9,14 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Log, Static
+from textual.widgets import Log, Static
 
 from services.remediations.job_commands import printable
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import CommandRun, ConsoleState, console
 from tui.messages import CommandChanged, CommandOutput, OpenView, SnapshotUpdated
+from widgets.footer import KeyFooter
 
 STATE_STYLES = {"running": "bold white on blue", "done": "bold black on green", "failed": "bold white on red",
                 "refused": "bold black on yellow"}
@@ -44,7 +45,7 @@ class CommandLogScreen(Screen[None]):
         yield Static("", id="command-title")
         yield Static("", id="command-status")
         yield Log(id="command-output", highlight=False, max_lines=20_000)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._render_status()

@@ -12,7 +12,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from services.core.census import census_words
 from services.core.models import AuditReport, Experiment, State
@@ -24,6 +24,7 @@ from tui.context import ConsoleState, console
 from tui.external import copy_location
 from tui.messages import CommandChanged, HandOver, OpenView, RequestReport, SnapshotUpdated
 from tui.navigation import move
+from widgets.footer import KeyFooter
 from widgets.ids import distinguishing, shorten
 from widgets.log_tail import regex_problem
 from widgets.state_badge import state_badge
@@ -223,7 +224,7 @@ class ExperimentsScreen(Screen[None]):
         yield DataTable(id="experiments", cursor_type="row", zebra_stripes=True)
         yield Static("", id="detail", classes="detail-line")
         yield Input(placeholder="filter: text or regex, ! inverts — enter keeps, esc cancels", id="filter")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         flt = self.query_one("#filter", Input)

@@ -8,7 +8,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from services.core.text import term_safe
 from tui.actions import bindings_for
@@ -16,6 +16,7 @@ from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
 from tui.messages import ClearLog
 from tui.navigation import move
+from widgets.footer import KeyFooter
 
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "information": "green"}
 
@@ -30,7 +31,7 @@ class LogScreen(Screen[None]):
         yield DataTable(id="log-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="log-detail-box"):
             yield Static("", id="log-detail")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def evaldesk(self) -> ConsoleState:

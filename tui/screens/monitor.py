@@ -20,7 +20,7 @@ from textual.containers import Horizontal
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from services.core.models import Experiment, experiment_key
 from services.core.text import term_safe
@@ -35,6 +35,7 @@ from tui.context import ConsoleState, console
 from tui.external import copy_location
 from tui.messages import OpenView, PollingChanged, SnapshotUpdated
 from tui.navigation import move
+from widgets.footer import KeyFooter
 from widgets.ids import distinguishing
 from widgets.plots import Line, PlotData, SeriesPlot
 from widgets.state_badge import state_badge
@@ -209,7 +210,7 @@ class MonitorScreen(Screen[None]):
         with Horizontal(id="mon-body"):
             yield Static("", id="mon-figures")
             yield DataTable(id="mon-running", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#mon-running", DataTable)

@@ -11,12 +11,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from services.core.text import term_safe
 from services.transport.process import LocalRunner
 from tui.actions import bindings_for
 from tui.messages import Notice
+from widgets.footer import KeyFooter
 
 # what opens a file with the desktop's default application, per platform, first found wins
 OPENERS: tuple[str, ...] = ("xdg-open", "open") if sys.platform != "darwin" else ("open", "xdg-open")
@@ -50,7 +51,7 @@ class ReportScreen(ModalScreen[None]):
                     "no network needed to read it." if opener else
                     "No system opener (xdg-open) on this machine: open the file above in a browser. esc closes.")
             yield Static(Text(hint), id="report-hint")
-        yield Footer()
+        yield KeyFooter()
 
     def action_open(self) -> None:
         opener = system_opener()

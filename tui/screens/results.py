@@ -12,13 +12,14 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from services.core.results import ResultView, source_results
 from tui.actions import bindings_for
 from tui.chrome import ConsoleHeader
 from tui.context import ConsoleState, console
 from tui.messages import OpenView, SnapshotUpdated
+from widgets.footer import KeyFooter
 from widgets.plots import Line, PlotData, SeriesPlot
 from widgets.state_badge import state_badge
 
@@ -60,7 +61,7 @@ class ResultsScreen(Screen[None]):
         yield ConsoleHeader("Results")
         yield Static("", id="results-title", classes="status-line")
         yield VerticalScroll(Static(Text("reading…", style="dim"), id="results-wait"), id="results-body")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._title()

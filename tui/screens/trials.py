@@ -25,7 +25,7 @@ from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from services.core.census import census_words
 from services.core.diagnosis import score_effect
@@ -41,6 +41,7 @@ from tui.external import copy_location
 from tui.messages import HandOver, OpenView, RequestPlan, SnapshotUpdated
 from tui.navigation import move
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel
+from widgets.footer import KeyFooter
 from widgets.ids import shorten
 from widgets.log_tail import ErrorReader, FSReader, LogTail
 from widgets.trial_table import (
@@ -184,7 +185,7 @@ class TrialsScreen(Screen[None]):
             with Container(id="trials-panels"):
                 yield LogTail(id="trials-log", poll_interval=self.poll_interval)
                 yield DiagnosePanel(id="trials-diagnose")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def table(self) -> VirtualTable:
