@@ -239,12 +239,27 @@ def make_plan(action: str, title: str, exp: Experiment, r: Reading, steps: list[
                       "journal": {"leaderboard": r.client.url, "run": exp.id}})
 
 
-def _model_id(view: LeaderboardView, name: str) -> str | None:
-    return next((i for i, n in view.models.items() if n == name), None)
+def _id_named(known: dict[str, str], name: str) -> str | None:
+    """The id of the model or benchmark called `name` (`known`: id → name), if the leaderboard has one."""
+    return next((i for i, n in known.items() if n == name), None)
 
 
-def _bench_id(view: LeaderboardView, name: str) -> str | None:
-    return next((i for i, n in view.benchmarks.items() if n == name), None)
+def _repoint_row(row: Any, kind: str, current: str | None, current_id: str, real: str | None,
+                 known: dict[str, str]) -> tuple[list[Step], list[str], str | None]:
+    """How every repoint starts: add the real `kind` (model or benchmark) when the leaderboard
+    has none by that name, then point the row at it (expecting the id it has now)."""
+    steps: list[Step] = []
+    preview = [f"Repoint row {row.id[:8]} ({row.username}) from {kind} {current!r} to {real!r}:"]
+    real_id = _id_named(known, real or "")
+    if real and real_id is None:
+        real_id = str(uuid.uuid4())
+        steps.append(row_step("insert", f"{kind}s", {"id": real_id}, f"add {kind} {real}",
+                              values={"id": real_id, "name": real}))
+        preview.append(f"  add {kind} {real!r} (the leaderboard has none)")
+    column = f"{kind}_id"
+    steps.append(row_step("update", "jobs", {"id": row.id}, f"repoint row {row.id[:8]} to {real}",
+                          values={column: real_id}, expect={column: current_id}))
+    return steps, preview, real_id
 
 
 class LeaderboardRemediation:
@@ -290,8 +305,8 @@ class Register(LeaderboardRemediation):
             blocked = "the real model or benchmark name is unknown (model_hf_name, the run dir's benchmark)"
         steps: list[Step] = []
         preview = [f"Insert one new row of yours into {r.client.table_name('jobs')} for {exp.id}:"]
-        model_id = _model_id(r.view, names.model or "")
-        bench_id = _bench_id(r.view, names.benchmark or "")
+        model_id = _id_named(r.view.models, names.model or "")
+        bench_id = _id_named(r.view.benchmarks, names.benchmark or "")
         if names.model and model_id is None:
             model_id = str(uuid.uuid4())
             steps.append(row_step("insert", "models", {"id": model_id}, f"add model {names.model}",
@@ -379,17 +394,8 @@ class RepointModel(LeaderboardRemediation):
             return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: the row points at "
                              f"{row.model_name if row else '?'}; nothing to repoint."], inputs=inputs, now=now)
         blocked = why_not(row, r.usernames, m.pair_rows) or (None if real else "the real model name is unknown")
-        steps: list[Step] = []
-        preview = [f"Repoint row {row.id[:8]} ({row.username}) from model {row.model_name!r} to {real!r}:"]
-        real_id = _model_id(r.view, real or "")
-        if real and real_id is None:
-            real_id = str(uuid.uuid4())
-            steps.append(row_step("insert", "models", {"id": real_id}, f"add model {real}",
-                                  values={"id": real_id, "name": real}))
-            preview.append(f"  add model {real!r} (the leaderboard has none)")
         bogus = row.model_id or ""
-        steps.append(row_step("update", "jobs", {"id": row.id}, f"repoint row {row.id[:8]} to {real}",
-                              values={"model_id": real_id}, expect={"model_id": bogus}))
+        steps, preview, real_id = _repoint_row(row, "model", row.model_name, bogus, real, r.view.models)
         usage = await r.client.select("usage", eq={"model_id": bogus})
         own_usage = [u for u in usage if u.get("job_id") == row.id]
         if own_usage:
@@ -426,17 +432,8 @@ class RepointBenchmark(LeaderboardRemediation):
             return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: the row is filed under "
                              f"{row.benchmark_name if row else '?'}; nothing to repoint."], inputs=inputs, now=now)
         blocked = why_not(row, r.usernames, m.pair_rows) or (None if real else "the real benchmark name is unknown")
-        steps: list[Step] = []
-        preview = [f"Repoint row {row.id[:8]} ({row.username}) from benchmark {row.benchmark_name!r} to {real!r}:"]
-        real_id = _bench_id(r.view, real or "")
-        if real and real_id is None:
-            real_id = str(uuid.uuid4())
-            steps.append(row_step("insert", "benchmarks", {"id": real_id}, f"add benchmark {real}",
-                                  values={"id": real_id, "name": real}))
-            preview.append(f"  add benchmark {real!r} (the leaderboard has none)")
         hashed = row.benchmark_id or ""
-        steps.append(row_step("update", "jobs", {"id": row.id}, f"repoint row {row.id[:8]} to {real}",
-                              values={"benchmark_id": real_id}, expect={"benchmark_id": hashed}))
+        steps, preview, _ = _repoint_row(row, "benchmark", row.benchmark_name, hashed, real, r.view.benchmarks)
         others = [x for x in r.view.jobs if x.benchmark_id == hashed and x.id != row.id]
         tasks = await r.client.select("benchmark_tasks", eq={"benchmark_id": hashed})
         inputs += [rows_hash(others), tasks]
