@@ -27,6 +27,7 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from services.core.config import Config, data_dir
+from services.core.memory import give_back_memory, one_heap_arena
 from services.core.models import AuditReport, Experiment, Snapshot, experiment_key
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
@@ -65,18 +66,6 @@ from widgets.ids import shorten
 
 DEMO_LABEL = "demo"
 TRIM_MIN_TRIALS = 20_000
-
-
-def give_back_memory() -> None:
-    """Return freed heap pages to the system (glibc's malloc_trim; nothing elsewhere)."""
-    if sys.platform != "linux":
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        return
 LOG_LIMIT = 500
 OUTPUT_LIMIT = 4000  # chunks of a command's output kept for its log view
 COMMAND_RESCAN_S = 2.0  # while a command runs, its source is read at most this often
@@ -159,6 +148,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         baseline_dirs: list[str] | None = None,
     ) -> None:
         super().__init__()
+        one_heap_arena()  # before any worker thread allocates
         self._baseline_dirs = list(baseline_dirs or [])
         self.config = config or Config()
         self.policy: Policy = self.config.policy

@@ -224,6 +224,10 @@ class ParseCache:
             return
         if put:
             self._bound(db)
+            # a first scan's pages stay in the connection's cache (~2 MiB) for as long as the
+            # console runs; they are not needed again until the next write
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("PRAGMA shrink_memory")
 
     def _bound(self, db: sqlite3.Connection) -> None:
         try:

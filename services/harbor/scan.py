@@ -27,6 +27,7 @@ from typing import IO, cast
 import orjson
 
 from services.core.census import Census
+from services.core.memory import give_back_memory
 from services.core.models import Experiment, Trial
 from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, no_progress
@@ -343,20 +344,6 @@ def _load_trial(loc: TrialLoc, ckey: _FileKey) -> Trial:
         cbytes, _ = _read(loc.abs + "/config.json", ckey) if ckey is not None else (None, None)
     mtime = max((key_mtime(k) for k in (rkey, ckey) if k is not None and k >= 0), default=0) or None
     return fast_trial(loc.rel, loc.name, rbytes, cbytes, mtime, rerr)
-
-
-def _give_back_memory() -> None:
-    """Hand the heap pages a big read freed back to the system: glibc keeps them otherwise
-    (~12 MB after a first read of 100k trials)."""
-    if sys.platform != "linux":
-        return
-    try:
-        import ctypes
-
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return
-    trim(0)
 
 
 def _ckey(loc: TrialLoc, ckey: _FileKey) -> _FileKey:
@@ -802,7 +789,7 @@ class HarborScanner:
         exp = self._assemble(trials, self.index, problems, source_label)
         if settled:
             del trials
-            _give_back_memory()
+            give_back_memory()
         if self._last is not None:
             self._last._delta = None  # one step of history, never a chain of old Experiments
             exp._delta = (self._last, gone_trials + replaced, changed, self.index.touched)
