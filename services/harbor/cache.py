@@ -66,6 +66,28 @@ def _b(s: str) -> bytes:
     return os.fsencode(s)  # names need not be UTF-8: keep their bytes
 
 
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, taken up front (IMMEDIATE: a second writer waits or gives up
+    here, not halfway through), rolled back on any error."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
+
+
+def _forget_job(db: sqlite3.Connection, job: bytes) -> int:
+    """Drop everything kept for one job dir; the number of trial rows it had."""
+    n = db.execute("DELETE FROM trials WHERE job = ?", (job,)).rowcount
+    db.execute("DELETE FROM summary WHERE job = ?", (job,))
+    db.execute("DELETE FROM jobs WHERE job = ?", (job,))
+    return int(n)
+
 class ParseCache:
     """The cache of one source root. Never raises: a failure is kept in `problem` and turns the
     cache (or only its writes) off for the rest of the process."""
@@ -97,19 +119,13 @@ class ParseCache:
             db.execute("CREATE TABLE IF NOT EXISTS summary (job BLOB PRIMARY KEY, digest BLOB, census BLOB)")
             row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
             if row is None or row[0] != version():
-                db.execute("BEGIN IMMEDIATE")
-                try:
+                with _transaction(db):
                     row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
                     if row is None or row[0] != version():
                         db.execute("DELETE FROM trials")
                         db.execute("DELETE FROM jobs")
                         db.execute("DELETE FROM summary")
                         db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version(),))
-                    db.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        db.execute("ROLLBACK")
-                    raise
             db.execute("SELECT count(*) FROM trials WHERE job = x''").fetchone()  # reads a page: finds corruption
         except BaseException:
             db.close()
@@ -200,19 +216,13 @@ class ParseCache:
             return
         jb = _b(job)
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 if drop:
                     db.executemany("DELETE FROM trials WHERE job = ? AND rel = ?", [(jb, _b(r)) for r in drop])
                 if put:
                     db.executemany("INSERT OR REPLACE INTO trials VALUES (?, ?, ?, ?)",
                                    [(jb, _b(rel), key, rec) for rel, key, rec in put])
                 db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?)", (jb, time.time()))
-                db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                raise
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 return  # another evaldesk is writing: the next scan tries again
@@ -234,19 +244,11 @@ class ParseCache:
             (n,) = db.execute("SELECT count(*) FROM trials").fetchone()
             if n <= MAX_ROWS:
                 return
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 for (job,) in db.execute("SELECT job FROM jobs ORDER BY used").fetchall():
                     if n <= MAX_ROWS * 3 // 4:
                         break
-                    n -= db.execute("DELETE FROM trials WHERE job = ?", (job,)).rowcount
-                    db.execute("DELETE FROM summary WHERE job = ?", (job,))
-                    db.execute("DELETE FROM jobs WHERE job = ?", (job,))
-                db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                raise
+                    n -= _forget_job(db, job)
         except sqlite3.Error:
             return
 
@@ -293,17 +295,9 @@ class ParseCache:
             gone = [j for j in known if j not in keep]
             if not gone:
                 return
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 for j in gone:
-                    db.execute("DELETE FROM trials WHERE job = ?", (_b(j),))
-                    db.execute("DELETE FROM summary WHERE job = ?", (_b(j),))
-                    db.execute("DELETE FROM jobs WHERE job = ?", (_b(j),))
-                db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                raise
+                    _forget_job(db, _b(j))
         except sqlite3.Error:
             return
 
