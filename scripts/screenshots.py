@@ -50,8 +50,9 @@ sys.path.insert(0, str(ROOT))
 
 from textual.worker import WorkerCancelled, WorkerFailed  # noqa: E402
 
-from services.core.config import Config, data_dir  # noqa: E402
+from services.core.config import Config  # noqa: E402
 from services.core.times import DEMO_NOW  # noqa: E402
+from services.core.xdg import data_dir  # noqa: E402
 
 SIZES = [(80, 24), (120, 40)]
 BASE = Path("/tmp/evaldesk-screenshots")

@@ -26,12 +26,13 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
-from services.core.config import Config, data_dir
+from services.core.config import Config
 from services.core.memory import give_back_memory, one_heap_arena
 from services.core.models import AuditReport, Experiment, Snapshot, experiment_key
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
 from services.core.text import term_safe
+from services.core.xdg import data_dir
 from services.monitor.activity import probe_snapshot
 from services.monitor.state import MonitorState
 from services.remediations.base import WritePath

@@ -56,6 +56,21 @@ async def notice_pending(write_path: WritePath, exps: list[tuple[Source, Experim
     print_pending(recovery.merge(*found), err)
 
 
+async def writes_unfinished(write_path: WritePath, job_dirs: list[str]) -> bool:
+    """Whether any write to these job dirs (or any this machine knows of) is unfinished, live
+    or not: a live writer that dies later would need saying with no file changed."""
+    from services.remediations.registry import records_for
+    from services.transport.fs import LocalFS
+
+    if write_path.index.unfinished():
+        return True
+    fs = LocalFS()
+    for job in job_dirs:
+        if any(r.status in UNFINISHED for r in await records_for(fs, job)):
+            return True
+    return False
+
+
 async def with_lock_breaking(args: argparse.Namespace, write_path: WritePath, ctx: StepContext, err: IO[str],
                              run: Callable[[], Awaitable[T]]) -> T:
     """Run a write; with --break-lock, a stale lock in the way is broken (saying whose) and

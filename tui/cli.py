@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from services.core.text import term_safe
-
 BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal", "resume",
                   "launch", "report")
 
@@ -94,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _demo(argv: list[str]) -> int:
     from pathlib import Path
 
-    from services.core.config import data_dir
     from services.core.registry import write_demo
     from services.core.times import DEMO_NOW
+    from services.core.xdg import data_dir
 
     target = argv[0] if argv else str(data_dir() / "demo")
     paths = write_demo(Path(target), DEMO_NOW)
@@ -117,10 +115,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a == "--batch" or a.startswith("--batch=") for a in argv):
+        from tui.batch_replay import replay
+
+        # an audit whose every input is as the last run found them: print that run's output
+        code = replay(argv, sys.stdout, sys.stderr)
+        if code is not None:
+            return code
     # imported here, not at the top, so a Ctrl+C while they load is caught like any other
     from services.core.config import ConfigError, load_config
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
     if argv[:1] == ["serve"]:
@@ -132,6 +137,8 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
+        from services.core.text import term_safe
+
         sys.stderr.write(f"evaldesk: {term_safe(exc)}\n")
         return 2
     if args.ssh_config:
@@ -149,6 +156,7 @@ def _main(argv: list[str] | None = None) -> int:
             args.sources = sources
         from tui.batch import run_batch
 
+        args.argv = argv  # what the audit replay keys a remembered run by
         return run_batch(args, config)
     from tui.app import run_app
 

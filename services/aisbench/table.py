@@ -22,7 +22,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from services.aisbench.formats import TaskRow, TaskTableFile
-from services.core.config import Config, state_dir
+from services.core.config import Config
+from services.core.xdg import state_dir
 
 LOCAL_TABLE = ".evaldesk-tasks.json"
 LOCAL = "local"

@@ -31,7 +31,6 @@ The monitor's rule (c) and the audit's `alignment` check read the same files thr
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from services.core.config import Config
 from services.core.models import Experiment
+from services.core.xdg import default_baselines_dir
 
 ConfigValue = str | float | int | bool | None
 
@@ -139,12 +139,6 @@ def load_baselines_dir(folder: str | Path) -> list[Baseline]:
     if not d.is_dir():
         return []
     return [load_baseline(p) for p in sorted(d.glob("*.json"))]
-
-
-def default_baselines_dir() -> Path:
-    """``$XDG_CONFIG_HOME/evaldesk/baselines``: beside the config file, never the current dir."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "evaldesk" / "baselines"
 
 
 def load_baselines(folders: Iterable[str | Path]) -> tuple[list[Baseline], list[str]]:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.core.policy import Policy
+from services.core.xdg import config_file
 
 CAMPAIGN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -222,21 +223,6 @@ class Config(BaseModel):
         return list(self.leaderboard.usernames or self.usernames)
 
 
-def default_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "evaldesk" / "config.toml"
-
-
-def data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "evaldesk"
-
-
-def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "evaldesk"
-
-
 def _coerce_env(value: str) -> Any:
     low = value.strip().lower()
     if low in ("true", "yes", "1", "on"):
@@ -333,7 +319,7 @@ def _env_name(env_over: dict[str, Any], loc: tuple[Any, ...]) -> str | None:
 def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
     environ = dict(os.environ if environ is None else environ)
     explicit = path is not None or "EVALDESK_CONFIG" in environ
-    cfg_path = Path(path or environ.get("EVALDESK_CONFIG") or default_config_path()).expanduser()
+    cfg_path = config_file(str(path) if path is not None else None, environ)
     data: dict[str, Any] = {}
     if cfg_path.exists():
         try:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from services.core.config import state_dir
+from services.core.xdg import state_dir
 
 LOCAL = "local"
 

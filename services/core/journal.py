@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from services.core.config import state_dir
 from services.core.models import JournalEntry
 from services.core.text import dumps
+from services.core.xdg import state_dir
 
 
 def current_user() -> str:

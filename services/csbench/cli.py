@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.core.config import Config, CsbenchConfig, data_dir
+from services.core.config import Config, CsbenchConfig
+from services.core.xdg import data_dir
 from services.csbench.formats import OutputError, StatusLine, parse_status
 from services.transport.process import CommandNotFound, LocalRunner, Runner
 

@@ -29,16 +29,12 @@ from typing import Any
 import orjson
 
 from services.core.census import Census
+from services.core.xdg import cache_dir
 
 SCHEMA = 2
 MAX_ROWS = 2_000_000
 STALE_DAYS = 30
 BUSY_TIMEOUT_S = 2.0
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "evaldesk"
 
 
 def _parser_version() -> str:

@@ -11,7 +11,6 @@ files at least once per `verify_window_s` (a forced scan checks them all).
 from __future__ import annotations
 
 import gc
-import hashlib
 import math
 import os
 import stat
@@ -20,7 +19,6 @@ import tempfile
 import time
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, cast
 
@@ -31,48 +29,32 @@ from services.core.memory import give_back_memory
 from services.core.models import Experiment, Trial
 from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, no_progress
+from services.core.stamps import file_key
 from services.harbor.assemble import TrialIndex, assemble_experiment, collapse_copies, number_attempts
 from services.harbor.cache import ParseCache, census_bytes, census_from
 from services.harbor.files import parse_trial
 from services.harbor.records import compact, decode, encode, fast_trial
+from services.harbor.walk import (
+    FileKey,
+    ListedEntry,
+    TrialLoc,
+    classify,
+    is_trial_dir,
+    key_bytes,
+    key_mtime,
+    key_size,
+    keys_digest,
+    list_job,
+    persistable,
+    running_key,
+    trial_key,
+    unreadable_note,
+)
 
-QUARANTINE_DIR = ".evaldesk-quarantine"
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 DEFAULT_VERIFY_WINDOW_S = 60.0
 
-# A file's key is one int: mtime_ns, ctime_ns, size and inode packed (ctime cannot be set back
-# by hand, so a file rewritten in place with its old mtime and size still shows as changed).
-# Sentinels: None absent, -1 not a regular file, -2 a dangling symlink or unstat-able.
-_FileKey = int | None
-_M64 = (1 << 64) - 1
-UNREADABLE_DIR = -3  # the trial dir itself cannot be searched
-
-
-def _pack(st: os.stat_result) -> int:
-    return (st.st_mtime_ns << 192) | ((st.st_ctime_ns & _M64) << 128) | ((st.st_size & _M64) << 64) | (
-        st.st_ino & _M64)
-
-
-def key_size(key: int) -> int:
-    return (key >> 64) & _M64
-
-
-def key_mtime(key: int) -> float:
-    return (key >> 192) / 1e9
-
-
-def _key(path: str) -> _FileKey:
-    try:
-        st = os.stat(path)
-    except OSError:
-        # a dangling symlink named result.json is an unreadable result, not a running trial
-        return -2 if os.path.lexists(path) else None
-    if not stat.S_ISREG(st.st_mode):
-        return -1  # a dir or fifo named result.json: read it to get the error
-    return _pack(st)
-
-
-def _read(path: str, key: _FileKey = None) -> tuple[bytes | None, str | None]:
+def _read(path: str, key: FileKey = None) -> tuple[bytes | None, str | None]:
     name = os.path.basename(path)
     try:
         if key is None or key < 0:
@@ -111,12 +93,6 @@ def _read(path: str, key: _FileKey = None) -> tuple[bytes | None, str | None]:
         return None, f"{name} unreadable: {exc.strerror or exc}"
 
 
-def _is_trial_dir(path: str) -> bool:
-    return os.path.lexists(os.path.join(path, "config.json")) or os.path.lexists(
-        os.path.join(path, "result.json")
-    )
-
-
 def _json_keys(path: str) -> set[str]:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
@@ -149,7 +125,7 @@ def looks_like_job_dir(path: str) -> bool:
     try:
         with os.scandir(path) as it:
             for entry in it:
-                if entry.is_dir(follow_symlinks=False) and _is_trial_dir(entry.path):
+                if entry.is_dir(follow_symlinks=False) and is_trial_dir(entry.path):
                     child = _json_keys(os.path.join(entry.path, "config.json")) | _json_keys(
                         os.path.join(entry.path, "result.json")
                     )
@@ -201,131 +177,6 @@ def find_job_dirs(root: str) -> list[str]:
     return find_job_dirs_and_unreadable(root)[0]
 
 
-@dataclass(slots=True)
-class TrialLoc:
-    rel: str
-    job: str  # the job dir (one string shared by all: a path per trial would be ~10 MB at 100k)
-    name: str
-    rkey: _FileKey = None  # result.json's key, None when absent
-    error: str | None = None  # the trial dir cannot be read: why
-
-    @property
-    def abs(self) -> str:
-        return f"{self.job}/{self.rel}"
-
-
-def _trial_key(path: str) -> tuple[bool, _FileKey, str | None]:
-    """(is a trial dir, result.json key, why the dir cannot be read) with one stat in the common case."""
-    result = path + "/result.json"
-    try:
-        st = os.stat(result)
-    except PermissionError as exc:
-        # a dir we may not search: nothing inside can be told, but it is not silently dropped
-        return True, UNREADABLE_DIR, f"trial dir unreadable: {exc.strerror or exc}"
-    except OSError:
-        if os.path.lexists(result):
-            return True, -2, None
-        return os.path.lexists(path + "/config.json"), None, None
-    if not stat.S_ISREG(st.st_mode):
-        return True, -1, None
-    return True, _pack(st), None
-
-
-def unreadable_note(rel: str, error: str) -> str:
-    return f"{rel}: {error}; counted as errored"
-
-
-def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
-    """Trial dirs at depth 1, and staged copies one level deeper under a non-trial folder."""
-    real_job = os.path.realpath(job_dir)
-    try:
-        top = sorted(os.scandir(job_dir), key=lambda e: e.name)
-    except OSError as exc:
-        problems.append(f"cannot list {job_dir}: {exc.strerror or exc}")
-        return
-    for entry in top:
-        yield from _classify(entry, job_dir, real_job, problems)
-
-
-def _classify(entry: os.DirEntry[str] | _LEntry, job_dir: str, real_job: str,
-              problems: list[str]) -> Iterator[TrialLoc]:
-    if entry.name == QUARANTINE_DIR:
-        return
-    # hidden folders (.git, caches) are skipped, but a task may legitimately start with a dot
-    hidden = entry.name.startswith(".")
-    if hidden and not (entry.is_dir(follow_symlinks=False) and _is_trial_dir(entry.path)):
-        return
-    if entry.is_symlink():
-        target = os.path.realpath(entry.path)
-        if not (target + os.sep).startswith(real_job + os.sep):
-            problems.append(f"{entry.name}: symlink to {target}, outside the job dir; not followed")
-        else:
-            problems.append(f"{entry.name}: symlink inside the job dir; not followed (counted once)")
-        return
-    if not entry.is_dir(follow_symlinks=False):
-        return
-    is_trial, rkey, error = _trial_key(entry.path)
-    if is_trial:
-        yield TrialLoc(entry.name, job_dir, entry.name, rkey, error)
-        return
-    try:
-        inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
-    except OSError:
-        return
-    for sub in inner:
-        if sub.is_symlink():
-            problems.append(f"{entry.name}/{sub.name}: symlink; not followed")
-            continue
-        if sub.is_dir(follow_symlinks=False):
-            rel = f"{entry.name}/{sub.name}"
-            is_trial, rkey, error = _trial_key(sub.path)
-            if is_trial:
-                yield TrialLoc(rel, job_dir, sub.name, rkey, error)
-
-
-class _LEntry:
-    """What a poll needs of a new name in the job dir (os.listdir gives names only)."""
-
-    __slots__ = ("_mode", "name", "path")
-
-    def __init__(self, name: str, path: str) -> None:
-        self.name, self.path = name, path
-        try:
-            self._mode = os.lstat(path).st_mode
-        except OSError:
-            self._mode = 0
-
-    def is_dir(self, follow_symlinks: bool = True) -> bool:
-        return stat.S_ISDIR(self._mode)
-
-    def is_symlink(self) -> bool:
-        return stat.S_ISLNK(self._mode)
-
-
-def _running_key(ckey: _FileKey) -> int:
-    # a running trial is keyed by its config.json; kept apart from every result key
-    return -10 - (0 if ckey is None else ckey + 3)
-
-
-def _key_bytes(key: int) -> bytes:
-    return key.to_bytes(33, "big", signed=True)
-
-
-def _persistable(key: int) -> bool:
-    # -1, -2 (odd result files) and an unreadable dir say nothing stable about the content
-    return key >= 0 or key <= -10
-
-
-def _digest(keys: dict[str, int]) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    enc = os.fsencode
-    for rel, key in keys.items():
-        h.update(enc(rel))
-        h.update(b"\0")
-        h.update(_key_bytes(key))
-    return h.digest()
-
-
 class _CensusOnly:
     """What assemble_experiment reads of an index: its census."""
 
@@ -333,7 +184,7 @@ class _CensusOnly:
         self.census = census
 
 
-def _load_trial(loc: TrialLoc, ckey: _FileKey) -> Trial:
+def _load_trial(loc: TrialLoc, ckey: FileKey) -> Trial:
     if loc.error is not None:
         return compact(parse_trial(loc.rel, loc.name, None, None, None, loc.error))
     rkey = loc.rkey
@@ -346,10 +197,10 @@ def _load_trial(loc: TrialLoc, ckey: _FileKey) -> Trial:
     return fast_trial(loc.rel, loc.name, rbytes, cbytes, mtime, rerr)
 
 
-def _ckey(loc: TrialLoc, ckey: _FileKey) -> _FileKey:
+def _ckey(loc: TrialLoc, ckey: FileKey) -> FileKey:
     # a finished trial's config.json is stat'ed only when the trial is read (its mtime counts)
     if loc.rkey is not None and loc.rkey >= 0 and ckey is None:
-        return _key(loc.abs + "/config.json")
+        return file_key(loc.abs + "/config.json")
     return ckey
 
 
@@ -367,7 +218,7 @@ class _ForkedReader:
         self.pid, self.out, self.n = pid, out, n
 
     @classmethod
-    def start(cls, share: list[tuple[TrialLoc, _FileKey, int]]) -> _ForkedReader | None:
+    def start(cls, share: list[tuple[TrialLoc, FileKey, int]]) -> _ForkedReader | None:
         if sys.platform != "linux" or (os.cpu_count() or 1) < 2 or not share:
             return None
         try:
@@ -467,7 +318,7 @@ class HarborScanner:
         self._folder_rels: dict[str, set[str]] = {}  # folder → the staged trial dirs found in it
         self._last: Experiment | None = None
         self._last_scan: float | None = None
-        self._job_keys: tuple[_FileKey, ...] = ()
+        self._job_keys: tuple[FileKey, ...] = ()
         self._full_next = True
         self._pending_lazy: Experiment | None = None
         self.files_read = 0
@@ -475,6 +326,14 @@ class HarborScanner:
     def verify_all(self) -> None:
         """Check every trial against its files on the next scan (the `r` key)."""
         self._full_next = True
+
+    def settled_digest(self) -> bytes | None:
+        """The digest of every trial's key as the last scan took it (before reading), when each
+        trial has finished with a regular result.json; None otherwise. The audit replay
+        (tui/batch_replay.py) compares it with a fresh walk's."""
+        if self._last is None or not self.keys or any(k < 0 for k in self.keys.values()):
+            return None
+        return keys_digest(self.keys)
 
     @property
     def verified_at(self) -> datetime | None:
@@ -541,23 +400,18 @@ class HarborScanner:
     def _locate_all(self, problems: list[str]) -> tuple[list[TrialLoc], bool]:
         """Every trial dir, in discovery order (a full pass); the bool says whether the job dir
         could be listed. Also learns the listing the next scans compare with."""
-        real_job = os.path.realpath(self.job_dir)
-        try:
-            with os.scandir(self.job_dir) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            problems.append(f"cannot list {self.job_dir}: {exc.strerror or exc}")
+        listed = list_job(self.job_dir, problems)
+        if listed is None:
             return [], False
         out: list[TrialLoc] = []
-        self._names = [e.name for e in entries]  # (sorted: the next listing differs once, in order only)
+        self._names = [e.name for e, _ in listed]  # (sorted: the next listing differs once, in order only)
         self._folders, self._links, self._folder_rels = set(), set(), {}
-        for entry in entries:
-            found = list(_classify(entry, self.job_dir, real_job, problems))
+        for entry, found in listed:
             self._learn(entry, found)
             out.extend(found)
         return out, True
 
-    def _learn(self, entry: os.DirEntry[str] | _LEntry, found: list[TrialLoc]) -> None:
+    def _learn(self, entry: os.DirEntry[str] | ListedEntry, found: list[TrialLoc]) -> None:
         name = entry.name
         if entry.is_symlink():
             self._links.add(name)  # its note is repeated on every scan
@@ -602,8 +456,8 @@ class HarborScanner:
         folders = self._folders if current is None else self._folders & current
         links = self._links if current is None else self._links & current
         for name in sorted(added | folders | links):
-            entry = _LEntry(name, os.path.join(self.job_dir, name))
-            found = list(_classify(entry, self.job_dir, real_job, problems))
+            entry = ListedEntry(name, os.path.join(self.job_dir, name))
+            found = list(classify(entry, self.job_dir, real_job, problems))
             was = self._folder_rels.get(name, set())
             self._learn(entry, found)
             now_rels = {loc.rel for loc in found}
@@ -617,7 +471,7 @@ class HarborScanner:
             if "/" in rel or rel in added or rel not in keys or (current is not None and rel not in current):
                 continue  # staged copies come with their folder's listing; new ones are above
             path = os.path.join(self.job_dir, rel)
-            is_trial, rkey, error = _trial_key(path)
+            is_trial, rkey, error = trial_key(path)
             if is_trial:
                 out.append(TrialLoc(rel, self.job_dir, rel, rkey, error))
             else:
@@ -642,13 +496,13 @@ class HarborScanner:
             locs, listed, gone = self._locate_changes(now, problems)
         keys = self.keys
         by_path = self.index.by_path
-        checked: list[tuple[TrialLoc, _FileKey, int]] = []
+        checked: list[tuple[TrialLoc, FileKey, int]] = []
         notes: list[tuple[tuple[str, ...], str]] = []
         for loc in locs:
-            ckey: _FileKey = None
+            ckey: FileKey = None
             if loc.rkey is None:
-                ckey = _key(loc.abs + "/config.json")
-                key = _running_key(ckey)
+                ckey = file_key(loc.abs + "/config.json")
+                key = running_key(ckey)
             else:
                 key = loc.rkey
             if loc.error is not None:
@@ -665,14 +519,14 @@ class HarborScanner:
         if self._last is None and self.cache is not None and listed:
             stored = self.cache.summary(self.job_dir)
             if stored is not None:  # (a first read ever has none: no digest to compute)
-                digest = _digest(new_keys)
+                digest = keys_digest(new_keys)
                 lazy = self._lazy_experiment(stored, digest, new_keys, problems, source_label, now, t0)
                 if lazy is not None:
                     return lazy
             persisted = self._from_cache(new_keys)  # (the first scan: every trial is in `checked`)
         changed: list[Trial] = []
         replaced: list[Trial] = []
-        to_parse: list[tuple[TrialLoc, _FileKey, int]] = []
+        to_parse: list[tuple[TrialLoc, FileKey, int]] = []
         stats_hits = 0
         for item in checked:
             loc, ckey, key = item
@@ -772,10 +626,10 @@ class HarborScanner:
         if self.cache is not None and gone:
             self.cache.store(self.job_dir, [], gone)
         if self.cache is not None and full and listed:
-            whole = unsaved == 0 and all(_persistable(k) for k in self.keys.values())
-            self.cache.store_summary(self.job_dir, (digest or _digest(self.keys)) if whole else None,
+            whole = unsaved == 0 and all(persistable(k) for k in self.keys.values())
+            self.cache.store_summary(self.job_dir, (digest or keys_digest(self.keys)) if whole else None,
                                      census_bytes(self.index.census) if whole else None)
-        job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
+        job_keys = tuple(file_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
         stats = {"trial_dirs": len(self.keys), "files_read": total, "cache_hits": stats_hits,
                  "verified": n_checked, "seconds": 0.0}
         if not changed and not gone and job_keys == self._job_keys and self._last is not None:
@@ -797,7 +651,7 @@ class HarborScanner:
         stats["seconds"] = time.perf_counter() - t0
         return exp, stats
 
-    def _read_settled(self, to_parse: list[tuple[TrialLoc, _FileKey, int]], changed: list[Trial],
+    def _read_settled(self, to_parse: list[tuple[TrialLoc, FileKey, int]], changed: list[Trial],
                       progress: ProgressFn) -> int:
         """Read `to_parse` (emptied on the way), then append its Trials to `changed`; the number
         that could not be cached. Records travel in two flat buffers, not one object each."""
@@ -838,7 +692,7 @@ class HarborScanner:
         # what the Trials need of each location, then the locations go
         rels = [loc.rel for loc, _, _ in to_parse]
         keys = [key for _, _, key in to_parse]
-        cacheable = bytes(1 if loc.error is None and _persistable(key) else 0 for loc, _, key in to_parse)
+        cacheable = bytes(1 if loc.error is None and persistable(key) else 0 for loc, _, key in to_parse)
         to_parse.clear()
         unsaved = 0
         put: list[tuple[str, bytes, bytes]] = []
@@ -852,15 +706,15 @@ class HarborScanner:
                     made = decode(rels[j], record)
                 except (ValueError, KeyError, TypeError, IndexError):  # never expected: read it again
                     path = os.path.join(self.job_dir, rels[j])
-                    _, rkey, error = _trial_key(path)
+                    _, rkey, error = trial_key(path)
                     loc = TrialLoc(rels[j], self.job_dir, os.path.basename(rels[j]), rkey, error)
-                    made, record = _load_trial(loc, _key(path + "/config.json")), None
+                    made, record = _load_trial(loc, file_key(path + "/config.json")), None
             changed.append(made)
             if self.cache is not None and cacheable[j]:
                 if record is None:
                     unsaved += 1
                 else:
-                    put.append((rels[j], _key_bytes(keys[j]), record))
+                    put.append((rels[j], key_bytes(keys[j]), record))
                     if len(put) >= 2000:
                         self.cache.store(self.job_dir, put, [])
                         put = []
@@ -869,16 +723,16 @@ class HarborScanner:
         progress(total, total, "reading trials")
         return unsaved
 
-    def _take(self, loc: TrialLoc, ckey: _FileKey, key: int, trial: Trial, changed: list[Trial],
+    def _take(self, loc: TrialLoc, ckey: FileKey, key: int, trial: Trial, changed: list[Trial],
               replaced: list[Trial], put: list[tuple[str, bytes, bytes]], rec: bytes | None = None) -> int:
         """Account for one freshly read Trial; 1 when it could not be cached."""
         old = self.index.by_path.get(loc.rel)
         if old is not None:
             replaced.append(old)
         changed.append(trial)
-        if self.cache is not None and _persistable(key) and loc.error is None:
+        if self.cache is not None and persistable(key) and loc.error is None:
             try:
-                put.append((loc.rel, _key_bytes(key), rec if rec is not None else encode(trial)))
+                put.append((loc.rel, key_bytes(key), rec if rec is not None else encode(trial)))
             except TypeError:
                 return 1  # a name that is not UTF-8: not cached, read again next time
         return 0
@@ -941,7 +795,7 @@ class HarborScanner:
         self._ring = [rel for rel in order if rel not in volatile]
         self._ring_at = array("d", [time.time()]) * len(self._ring)
         self._cursor, self._full_next, self._last_scan = 0, False, now
-        self._job_keys = tuple(_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
+        self._job_keys = tuple(file_key(os.path.join(self.job_dir, n)) for n in _JOB_FILES)
         self._pending_lazy = self._last = exp
         exp.__dict__["verified_at"] = self.verified_at
         stats = {"trial_dirs": len(order), "files_read": 0, "cache_hits": len(order), "verified": len(order),
@@ -960,7 +814,7 @@ class HarborScanner:
             if rel is None:
                 continue
             want = wanted[rel]
-            if not _persistable(want) or key != _key_bytes(want):
+            if not persistable(want) or key != key_bytes(want):
                 continue
             try:
                 out[rel] = decode(rel, rec)
@@ -975,9 +829,9 @@ class HarborScanner:
             trial = cached.pop(rel, None)
             if trial is None:  # the cache lost it since: read the files
                 path = os.path.join(self.job_dir, rel)
-                _, rkey, error = _trial_key(path)
+                _, rkey, error = trial_key(path)
                 loc = TrialLoc(rel, self.job_dir, os.path.basename(rel), rkey, error)
-                trial = _load_trial(loc, _key(path + "/config.json"))
+                trial = _load_trial(loc, file_key(path + "/config.json"))
             trials.append(trial)
         collapse_copies(trials)
         number_attempts(trials)

@@ -24,7 +24,8 @@ from services.core.models import Experiment, SourceError, Trial
 from services.core.policy import Policy
 from services.harbor.assemble import assemble_experiment
 from services.harbor.files import parse_trial
-from services.harbor.scan import MAX_RESULT_BYTES, QUARANTINE_DIR, job_files_say
+from services.harbor.scan import MAX_RESULT_BYTES, job_files_say
+from services.harbor.walk import QUARANTINE_DIR
 
 _FileKey = tuple[int, int] | None  # (mtime in ns, size), as the local scanner keys files
 _JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env")

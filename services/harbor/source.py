@@ -10,6 +10,7 @@ from pathlib import Path
 from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.policy import Policy
 from services.core.source import ProgressFn, TrialEvidence, no_progress
+from services.harbor import walk
 from services.harbor.cache import ParseCache
 from services.harbor.evidence import TRIAL_FILES, read_evidence
 from services.harbor.scan import DEFAULT_VERIFY_WINDOW_S, HarborScanner, find_job_dirs_and_unreadable
@@ -48,10 +49,19 @@ class HarborSource:
     def runner(self) -> Runner:
         """Where commands on these job dirs run (a resume, a re-run): this machine."""
         return LocalRunner()
+
     def verify_all(self) -> None:
         """The next scan checks every trial against its files, not only the ones due."""
         for scanner in self._scanners.values():
             scanner.verify_all()
+
+    def replay_stamp(self, job_dir: str) -> tuple[str, str] | None:
+        """How the audit replay (tui/batch_replay.py) tells this job unchanged: the stamp function
+        and the stamp as the last scan found the job (its trial keys taken before reading); None
+        when the job is not settled (a trial runs, a file is odd) or was not scanned."""
+        scanner = self._scanners.get(job_dir)
+        digest = scanner.settled_digest() if scanner is not None else None
+        return (walk.STAMPER, walk.settled_stamp(digest, job_dir)) if digest is not None else None
 
     def scan_sync(self, progress: ProgressFn = no_progress) -> Snapshot:
         taken = datetime.now(UTC)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from services.core.config import state_dir
+from services.core.xdg import state_dir
 from services.remediations.steps import MAX_READ_BYTES, Step
 from services.transport.fs import JobFS
 

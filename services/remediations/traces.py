@@ -20,9 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from services.core.config import Config, state_dir
+from services.core.config import Config
 from services.core.models import Experiment
 from services.core.source import Source, source_host
+from services.core.xdg import state_dir
 from services.leaderboard.enrichment import complete
 from services.leaderboard.rows import FINISHED, repo_id_from_url
 from services.leaderboard.safety import why_not

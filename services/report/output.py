@@ -15,9 +15,9 @@ from services.audit.alignment import BaselineEnrichment
 from services.audit.context import AuditContext
 from services.audit.verdict import audit_experiment
 from services.core.baselines import Baseline
-from services.core.config import data_dir
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
+from services.core.xdg import data_dir
 from services.report.build import build_report
 from services.report.html import render_html
 from services.report.model import Report

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from services.core.baselines import default_baselines_dir
 from services.core.registry import write_demo
 from services.core.times import DEMO_NOW
+from services.core.xdg import default_baselines_dir
 from tui.cli import main
 
 OPENTHINKER = "terminal_bench_2_laion-OpenThinker-Agent-8B_2026-11-19__12-00-00"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from services.core.baselines import default_baselines_dir
 from services.core.config import Config
+from services.core.xdg import default_baselines_dir
 from services.harbor.source import HarborSource
 from tui.app import EvaldeskApp
 from tui.screens.experiments import ExperimentsScreen

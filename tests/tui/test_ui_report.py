@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
-from services.core.baselines import default_baselines_dir
+from services.core.xdg import default_baselines_dir
 from services.report.output import reports_dir
 from tui.screens.audit import AuditScreen
 from tui.screens.experiments import ExperimentsScreen

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from services.audit.verdict import audit_experiment
-from services.core.config import ConfigError, default_config_path, load_config
+from services.core.config import ConfigError, load_config
+from services.core.xdg import default_config_path
 from tests.support.harbor_factory import JobBuilder, scan_one, tasks
 
 TOML = """

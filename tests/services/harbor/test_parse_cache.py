@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from services.core.policy import Policy
-from services.harbor.cache import ParseCache, cache_dir
+from services.core.xdg import cache_dir
+from services.harbor.cache import ParseCache
 from services.harbor.files import parse_trial
 from services.harbor.records import compact, decode, encode, fast_trial
 from services.harbor.source import HarborSource

@@ -315,7 +315,7 @@ async def test_secrets_never_reach_records_or_the_journal(world: World) -> None:
     await world.apply("upload_traces", HEALTHY)
     _, rec = await world.apply("deregister", SHORT)
     texts = [Path(world.config.journal_path or "").read_text()]
-    from services.core.config import state_dir
+    from services.core.xdg import state_dir
 
     texts += [p.read_text() for p in (state_dir() / "records").rglob("*") if p.is_file()]
     secrets_absent(*texts)

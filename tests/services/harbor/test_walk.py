@@ -1,0 +1,100 @@
+"""The walk of a job dir (services/harbor/walk.py): the stats split with a forked helper give
+what one process gives, and the quick digest of a finished job is the scanner's own."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import services.harbor.walk as walk
+from services.core.policy import Policy
+from services.harbor.scan import HarborScanner
+from services.harbor.walk import job_stamp, settled_stamp
+from tests.support.harbor_factory import JobBuilder
+
+
+def finished(root: Path, n: int = 12) -> Path:
+    job = JobBuilder(root, lean=True)
+    job.add_many([f"t{i:02d}" for i in range(n)], 1)
+    return job.write()
+
+
+def odd_job(root: Path) -> Path:
+    job = JobBuilder(root)
+    job.add_many(["a", "b", "c"], 2)
+    job.add("d", running=True)
+    d = job.write()
+    (d / "e__AAAAAAA").mkdir()
+    (d / "e__AAAAAAA" / "result.json").mkdir()  # a dir where the result should be
+    staged = d / "restored"
+    staged.mkdir()
+    first = sorted(p for p in d.iterdir() if p.is_dir() and "__" in p.name)[0]
+    shutil.copytree(first, staged / first.name)
+    (d / "link").symlink_to(first)
+    (d / ".git").mkdir()
+    return d
+
+
+@pytest.mark.parametrize("forked", [False, True])
+def test_the_forked_stats_give_what_one_process_gives(tmp_path: Path, forked: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    d = odd_job(tmp_path)
+    names = sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+    serial = walk.batch_result_keys(str(d), names)
+    monkeypatch.setattr(walk, "PARALLEL_STAT_MIN", 2 if forked else 10**9)
+    pid = os.getpid()
+    assert walk.batch_result_keys(str(d), names) == serial
+    assert os.getpid() == pid  # (the helper never came back here)
+    assert serial.count(-1) == 3  # the running trial, the odd result, the staging folder
+    problems: list[str] = []
+    listed = walk.list_job(str(d), problems)
+    assert listed is not None and any("symlink" in p for p in problems)
+    rels = [loc.rel for _, found in listed for loc in found]
+    assert "restored/" + sorted(n for n in names if "__" in n)[0] in rels
+
+
+def test_a_helper_that_cannot_start_leaves_the_stats_to_this_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = finished(tmp_path)
+    names = sorted(p.name for p in d.iterdir() if p.is_dir())
+    serial = walk.batch_result_keys(str(d), names)
+    monkeypatch.setattr(walk, "PARALLEL_STAT_MIN", 2)
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(walk.os, "fork", no_fork)
+    assert walk.batch_result_keys(str(d), names) == serial
+
+
+@pytest.mark.parametrize("forked", [False, True])
+def test_the_quick_digest_of_a_finished_job_is_the_scanners(tmp_path: Path, forked: bool,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(walk, "PARALLEL_STAT_MIN", 2 if forked else 10**9)
+    d = finished(tmp_path)
+    scanner = HarborScanner(str(d), Policy())
+    scanner.scan()
+    digest = scanner.settled_digest()
+    assert digest is not None and walk.fast_settled_digest(str(d)) == digest
+    assert job_stamp(str(d)) == settled_stamp(digest, str(d))
+    # the slow way (a staging folder of copies) reaches the same stamp as the scanner
+    staged = d / "restored"
+    staged.mkdir()
+    first = sorted(p for p in d.iterdir() if p.is_dir() and "__" in p.name)[0]
+    shutil.copytree(first, staged / first.name)
+    scanner.verify_all()
+    scanner.scan()
+    digest = scanner.settled_digest()
+    assert digest is not None and walk.fast_settled_digest(str(d)) is None
+    assert job_stamp(str(d)) == settled_stamp(digest, str(d))
+
+
+def test_a_running_or_odd_job_is_never_settled(tmp_path: Path) -> None:
+    d = odd_job(tmp_path)
+    scanner = HarborScanner(str(d), Policy())
+    scanner.scan()
+    assert scanner.settled_digest() is None
+    assert walk.fast_settled_digest(str(d)) is None and job_stamp(str(d)) == "unsettled"
