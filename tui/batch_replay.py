@@ -110,14 +110,17 @@ def _code_stamp() -> str:
 
 
 def _packages_stamp() -> str:
-    # what is installed, by name and version (dist-info folder names), on every import path
+    # what is installed, by name and version (the dist-info folder names) in every site dir on the
+    # import path; evaldesk's own code is _code_stamp's, and other folders (the working directory)
+    # do not count
     h = hashlib.blake2b(digest_size=16)
     for p in sys.path:
-        if p and os.path.isdir(p) and os.path.realpath(p) != str(_ROOT):
+        if os.path.basename(p) in ("site-packages", "dist-packages"):
             try:
-                h.update("\0".join(sorted(os.listdir(p))).encode("utf-8", "surrogateescape"))
+                names = sorted(n for n in os.listdir(p) if n.endswith((".dist-info", ".egg-info", ".pth")))
             except OSError:
                 continue
+            h.update("\0".join([p, *names]).encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
@@ -135,10 +138,11 @@ def stamper(kind: str) -> Callable[[str], str]:
     module, _, name = kind.partition(":")
     if not module.startswith("services.") or not name:
         raise ValueError(f"not a stamp: {kind!r}")
-    fn = getattr(importlib.import_module(module), name)
-    if not callable(fn):
+    # only what a module declares a stamp is ever called (a replay file is data, not code)
+    found_module = importlib.import_module(module)
+    if name not in getattr(found_module, "REPLAY_STAMPS", ()):
         raise ValueError(f"not a stamp: {kind!r}")
-    return cast(Callable[[str], str], fn)
+    return cast(Callable[[str], str], getattr(found_module, name))
 
 
 # -- the fast path -----------------------------------------------------------------------------

@@ -116,6 +116,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:
+        return _demo(argv[1:])
+    if argv[:1] == ["serve"]:
+        from tui.serve import serve
+
+        return serve(argv[1:])
     if any(a == "--batch" or a.startswith("--batch=") for a in argv):
         from tui.batch_replay import replay
 
@@ -126,12 +132,6 @@ def _main(argv: list[str] | None = None) -> int:
     # imported here, not at the top, so a Ctrl+C while they load is caught like any other
     from services.core.config import ConfigError, load_config
 
-    if argv[:1] == ["demo"]:
-        return _demo(argv[1:])
-    if argv[:1] == ["serve"]:
-        from tui.serve import serve
-
-        return serve(argv[1:])
     # intermixed: `fix CHECK_ID --apply SOURCE` puts an option between positionals
     args = build_parser().parse_intermixed_args(argv)
     try:

@@ -352,6 +352,7 @@ JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env")
 
 
 STAMPER = "services.harbor.walk:job_stamp"  # how a replay file names job_stamp
+REPLAY_STAMPS = ("job_stamp",)  # what a replay file may ask this module to compute
 
 
 def job_stamp(job_dir: str) -> str:

@@ -204,3 +204,19 @@ def test_a_replay_loads_nothing_but_the_standard_library_and_says_so_on_a_termin
                            env=env, cwd=ROOT, timeout=60)
     assert again.returncode == 0 and again.stdout == first.stdout
     assert again.stderr == "", again.stderr  # none of them loaded, and nothing said off a terminal
+
+
+def test_a_replay_file_names_only_declared_stamps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = finished_job(tmp_path)
+    first = audit(capsys, str(d))
+    path = replay_file(str(d))
+    memo = json.loads(path.read_text())
+    canary = tmp_path / "canary"
+    # a function of evaldesk's that is not a stamp is never called, whatever the file says
+    memo["watch"] = [["services.core.xdg:config_file", str(canary), "x"], *memo["watch"]]
+    path.write_text(json.dumps(memo))
+    assert audit(capsys, str(d)) == first
+    memo["watch"] = [["os:remove", str(canary), "x"], *memo["watch"][1:]]
+    canary.write_text("")
+    path.write_text(json.dumps(memo))
+    assert audit(capsys, str(d)) == first and canary.exists()
