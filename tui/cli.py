@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="PATH", help="config file (default $XDG_CONFIG_HOME/evaldesk/config.toml)")
     p.add_argument("--read-only", action="store_true", help="disable every write")
     p.add_argument("--no-cache", action="store_true",
-                   help="read every trial file again: do not use the parse cache in $XDG_CACHE_HOME/evaldesk")
+                   help="read every trial file again: no parse cache, no audit replay ($XDG_CACHE_HOME/evaldesk)")
     p.add_argument("--ssh-config", metavar="FILE", help="read this ssh config instead of ~/.ssh/config (like ssh -F)")
     p.add_argument("--batch", choices=BATCH_COMMANDS, metavar="COMMAND", dest="command",
                    help="run headless: " + ", ".join(BATCH_COMMANDS))

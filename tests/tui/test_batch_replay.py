@@ -220,3 +220,17 @@ def test_a_replay_file_names_only_declared_stamps(tmp_path: Path, capsys: pytest
     canary.write_text("")
     path.write_text(json.dumps(memo))
     assert audit(capsys, str(d)) == first and canary.exists()
+
+
+def test_processes_sharing_the_replay_agree(tmp_path: Path) -> None:
+    d = finished_job(tmp_path, errored=12)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "tui.cli", "--batch", "audit", "--format", "json", str(d)]
+    for _ in range(2):  # a first round that writes the replay at once, then one that reads it
+        runs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+                for _ in range(4)]
+        done = [(p.wait(timeout=60), *p.communicate()) for p in runs]
+        assert {code for code, _, _ in done} == {1} and len({out for _, out, _ in done}) == 1, done
+        assert json.loads(done[0][1])["experiments"][0]["verdict"] == "resume"
+    (kept,) = replay_file(str(d)).parent.glob("*.json")  # (their environment names its own file)
+    assert json.loads(kept.read_text())["code"] == 1
