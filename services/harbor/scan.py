@@ -35,6 +35,7 @@ from services.harbor.cache import ParseCache, census_bytes, census_from
 from services.harbor.files import parse_trial
 from services.harbor.records import compact, decode, encode, fast_trial
 from services.harbor.walk import (
+    JOB_FILES,
     FileKey,
     ListedEntry,
     TrialLoc,
@@ -293,7 +294,7 @@ def _records(data: bytes, n: int) -> Iterator[bytes | None]:
         yield None
 
 
-_JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env", "configs")
+_JOB_FILES = (*JOB_FILES, "configs")  # (a key for the folder: its listing)
 
 
 class HarborScanner:
