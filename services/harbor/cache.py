@@ -77,6 +77,11 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    # another evaldesk holds the write lock: skipped, the next scan tries again
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _forget_job(db: sqlite3.Connection, job: bytes) -> int:
     """Drop everything kept for one job dir; the number of trial rows it had."""
     n = db.execute("DELETE FROM trials WHERE job = ?", (job,)).rowcount
@@ -203,6 +208,9 @@ class ParseCache:
         except sqlite3.Error as exc:
             self._off(f"cannot read {self.path}: {exc}")
 
+    def _for_write(self) -> sqlite3.Connection | None:
+        return self._open() if self.writable else None
+
     def store(self, job: str, put: list[tuple[str, bytes, bytes]], drop: list[str]) -> None:
         """Write what this scan parsed and forget what is gone, in one transaction."""
         if not self.writable or (not put and not drop and self._opened):
@@ -220,7 +228,7 @@ class ParseCache:
                                    [(jb, _b(rel), key, rec) for rel, key, rec in put])
                 db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?)", (jb, time.time()))
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _busy(exc):
                 return  # another evaldesk is writing: the next scan tries again
             self.problem = f"cannot write {self.path}: {exc}"
             self.writable = False
@@ -262,9 +270,7 @@ class ParseCache:
 
     def store_summary(self, job: str, digest: bytes | None, census: bytes | None) -> None:
         """Keep (or, with None, forget) the summary of `job`."""
-        if not self.writable:
-            return
-        db = self._open()
+        db = self._for_write()
         if db is None:
             return
         try:
@@ -273,7 +279,7 @@ class ParseCache:
             else:
                 db.execute("INSERT OR REPLACE INTO summary VALUES (?, ?, ?)", (_b(job), digest, census))
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if not _busy(exc):
                 self.problem = f"cannot write {self.path}: {exc}"
                 self.writable = False
         except sqlite3.Error as exc:
@@ -281,9 +287,7 @@ class ParseCache:
 
     def forget_jobs_except(self, keep: set[str]) -> None:
         """Drop the records of job dirs that are no longer under the root."""
-        if not self.writable:
-            return
-        db = self._open()
+        db = self._for_write()
         if db is None:
             return
         try:

@@ -40,6 +40,7 @@ from services.harbor.walk import (
     ListedEntry,
     TrialLoc,
     classify,
+    cores,
     is_trial_dir,
     key_bytes,
     key_mtime,
@@ -220,7 +221,7 @@ class _ForkedReader:
 
     @classmethod
     def start(cls, share: list[tuple[TrialLoc, FileKey, int]]) -> _ForkedReader | None:
-        if sys.platform != "linux" or (os.cpu_count() or 1) < 2 or not share:
+        if sys.platform != "linux" or cores() < 2 or not share:
             return None
         try:
             out = tempfile.TemporaryFile()  # noqa: SIM115 (read back and closed by collect())

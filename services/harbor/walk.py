@@ -20,7 +20,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
-from services.core.stamps import file_key, file_stamp, pack_stat, tree_stamp
+from services.core.stamps import file_stamp, pack_stat, tree_stamp
 
 QUARANTINE_DIR = ".evaldesk-quarantine"
 FileKey = int | None
@@ -164,20 +164,25 @@ def _stat_results(dir_fd: int, names: list[str], out: list[int]) -> None:
         put(pack_stat(s) if isreg(s.st_mode) else _ASK)
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on (a forked helper is worth it only with two or more)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
 
 
+def key_bytes(key: int) -> bytes:
+    """A key as the parse cache, the digest and the forked helper keep it: 33 bytes."""
+    return key.to_bytes(_KEY_BYTES, "big", signed=True)
+
+
 def encode_keys(keys: Iterable[int]) -> bytes:
-    """Keys as the digest takes them (and the forked helper hands them over): 33 bytes each."""
-    return b"".join([k.to_bytes(_KEY_BYTES, "little", signed=True) for k in keys])
+    return b"".join([key_bytes(k) for k in keys])
 
 
 def _decode_keys(data: bytes) -> list[int]:
-    return [int.from_bytes(data[i: i + _KEY_BYTES], "little", signed=True) for i in range(0, len(data), _KEY_BYTES)]
+    return [int.from_bytes(data[i: i + _KEY_BYTES], "big", signed=True) for i in range(0, len(data), _KEY_BYTES)]
 
 
 def batch_result_keys(job_dir: str, names: list[str]) -> list[int]:
@@ -205,7 +210,7 @@ def _batch_stat(job_dir: str, names: list[str]) -> tuple[list[int], bytes]:
         return [_ASK] * len(names), b""
     try:
         out: list[int] = []
-        if len(names) < PARALLEL_STAT_MIN or sys.platform != "linux" or _cores() < 2:
+        if len(names) < PARALLEL_STAT_MIN or sys.platform != "linux" or cores() < 2:
             _stat_results(dir_fd, names, out)
             return out, b""
         half = len(names) // 2
@@ -283,25 +288,9 @@ def list_job(job_dir: str, problems: list[str]) -> list[tuple[Entry, list[TrialL
     return out
 
 
-def discover_trials(job_dir: str, problems: list[str]) -> Iterator[TrialLoc]:
-    """Trial dirs at depth 1, and staged copies one level deeper under a non-trial folder."""
-    for _, found in list_job(job_dir, problems) or ():
-        yield from found
-
-
 def running_key(ckey: FileKey) -> int:
     # a running trial is keyed by its config.json; kept apart from every result key
     return -10 - (0 if ckey is None else ckey + 3)
-
-
-def trial_keys(locs: list[TrialLoc]) -> dict[str, int]:
-    """rel → the key a trial is read under: its result.json's, or its config.json's while it runs."""
-    return {loc.rel: running_key(file_key(loc.abs + "/config.json")) if loc.rkey is None else loc.rkey
-            for loc in locs}
-
-
-def key_bytes(key: int) -> bytes:
-    return key.to_bytes(33, "big", signed=True)
 
 
 def persistable(key: int) -> bool:

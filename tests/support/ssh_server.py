@@ -123,6 +123,16 @@ class InProcessSSHServer:
 
 
 @pytest.fixture
+def client_key(tmp_path: Path) -> tuple[Path, str]:
+    """A client key pair for the OpenSSH servers: (private key file, public key line)."""
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    path = tmp_path / "id_ed25519"
+    key.write_private_key(str(path))
+    os.chmod(path, 0o600)
+    return path, key.export_public_key().decode()
+
+
+@pytest.fixture
 async def ssh_server(tmp_path: Path) -> AsyncIterator[InProcessSSHServer]:
     d = tmp_path / "sshsrv"
     d.mkdir()

@@ -19,6 +19,7 @@ from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
 from services.transport.ssh import HostSpec, SSHPool, parse_ssh_url
 from tests.support.ssh_server import InProcessSSHServer, OpenSSHServer, start_openssh, write_known_hosts
+from tests.support.ssh_server import client_key as client_key
 from tests.support.ssh_server import ssh_server as ssh_server
 
 _SKIP_FIELDS = {"source", "source_label", "verified_at"}  # verified_at: when, not what
@@ -199,15 +200,6 @@ async def test_sftp_fs_moves_and_writes(ssh_server: InProcessSSHServer, tmp_path
 
 
 # --- OpenSSH: ~/.ssh/config alias, ProxyJump, known_hosts -------------------------------------
-
-@pytest.fixture
-def client_key(tmp_path: Path) -> tuple[Path, str]:
-    key = asyncssh.generate_private_key("ssh-ed25519")
-    path = tmp_path / "id_ed25519"
-    key.write_private_key(str(path))
-    os.chmod(path, 0o600)
-    return path, key.export_public_key().decode()
-
 
 @pytest.fixture
 def sshd_pair(tmp_path: Path, client_key: tuple[Path, str]):  # type: ignore[no-untyped-def]

@@ -14,16 +14,8 @@ import pytest
 from services.core.source import SourceUnavailable
 from services.transport.ssh import HostSpec, SSHPool
 from tests.support.ssh_server import InProcessSSHServer, OpenSSHServer, start_openssh, write_known_hosts
+from tests.support.ssh_server import client_key as client_key
 from tests.support.ssh_server import ssh_server as ssh_server
-
-
-@pytest.fixture
-def client_key(tmp_path: Path) -> tuple[Path, str]:
-    key = asyncssh.generate_private_key("ssh-ed25519")
-    path = tmp_path / "id_ed25519"
-    key.write_private_key(str(path))
-    os.chmod(path, 0o600)
-    return path, key.export_public_key().decode()
 
 
 @pytest.fixture
