@@ -40,13 +40,14 @@ class ReportScreen(ModalScreen[None]):
         super().__init__()
         self.path = path
         self.lines = lines
+        self.opener = system_opener()  # looked up once: the hint and `o` name the same program
 
     def compose(self) -> ComposeResult:
         with Vertical(id="report-box") as box:
             box.border_title = "Report written"
             yield Static(Text(term_safe(self.path)), id="report-path")
             yield Static(Text(term_safe("\n".join(self.lines), keep_newlines=True)), id="report-summary")
-            opener = system_opener()
+            opener = self.opener
             hint = (f"o opens it ({opener.rsplit('/', 1)[-1]}), esc closes. One self-contained HTML file: "
                     "no network needed to read it." if opener else
                     "No system opener (xdg-open) on this machine: open the file above in a browser. esc closes.")
@@ -54,7 +55,7 @@ class ReportScreen(ModalScreen[None]):
         yield KeyFooter()
 
     def action_open(self) -> None:
-        opener = system_opener()
+        opener = self.opener
         if opener is None:
             self.post_message(Notice("information", "report",
                                      f"No system opener (xdg-open) here; the report is at {self.path}"))
