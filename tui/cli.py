@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal", "resume",
@@ -105,6 +106,44 @@ def _demo(argv: list[str]) -> int:
     return 0
 
 
+# Commands that only read and print: once they return, everything they have to say is written
+READ_ONLY_COMMANDS = ("list", "audit", "trials")
+
+
+def entry() -> None:
+    """The process entry point (the `evaldesk` script, `python -m tui.cli`)."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if _read_only_batch(argv):
+        _quick_exit(code)
+    sys.exit(code)
+
+
+def _read_only_batch(argv: list[str]) -> bool:
+    for i, a in enumerate(argv):
+        if a == "--batch":
+            return argv[i + 1: i + 2] in ([c] for c in READ_ONLY_COMMANDS)
+        if a.startswith("--batch="):
+            return a.partition("=")[2] in READ_ONLY_COMMANDS
+    return False
+
+
+def _quick_exit(code: int) -> None:
+    """Leave without tearing down every module and the objects of a big scan one by one (~50 ms
+    after 20k trials). Only for read-only commands: they hold no file or lock that needs closing,
+    and the parse cache is SQLite in WAL mode, which a process may leave at any point."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return  # a closed pipe: the normal exit reports it as it always has
+    if "logging" in sys.modules:
+        import logging
+
+        logging.shutdown()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -164,4 +203,4 @@ def _main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

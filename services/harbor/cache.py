@@ -104,6 +104,7 @@ class ParseCache:
         self.misses = 0
         self._db: sqlite3.Connection | None = None
         self._opened = False
+        self._rows_at_most: int | None = None  # rows in the file at the last count, plus those written since
 
     # -- opening -------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -237,15 +238,23 @@ class ParseCache:
             self._off(f"cannot write {self.path}: {exc}")
             return
         if put:
-            self._bound(db)
+            self._bound(db, len(put))
             # a first scan's pages stay in the connection's cache (~2 MiB) for as long as the
             # console runs; they are not needed again until the next write
             with contextlib.suppress(sqlite3.Error):
                 db.execute("PRAGMA shrink_memory")
 
-    def _bound(self, db: sqlite3.Connection) -> None:
+    def _bound(self, db: sqlite3.Connection, added: int) -> None:
+        # Counting every row on every write cost more than the write. The rows are counted at a
+        # process's first write, then again only once what it wrote since (replaced rows
+        # included) could have passed the bound; other processes count their own writes.
+        if self._rows_at_most is not None:
+            self._rows_at_most += added
+            if self._rows_at_most <= MAX_ROWS:
+                return
         try:
             (n,) = db.execute("SELECT count(*) FROM trials").fetchone()
+            self._rows_at_most = n
             if n <= MAX_ROWS:
                 return
             with _transaction(db):
@@ -253,6 +262,7 @@ class ParseCache:
                     if n <= MAX_ROWS * 3 // 4:
                         break
                     n -= _forget_job(db, job)
+            self._rows_at_most = n
         except sqlite3.Error:
             return
 

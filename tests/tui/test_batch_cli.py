@@ -77,6 +77,21 @@ def test_audit_exits_1_on_findings(tmp_path: Path, capsys: pytest.CaptureFixture
     assert json.loads(out)["experiments"][0]["verdict"] == "dedupe"
 
 
+def test_a_read_only_command_leaves_early_with_all_its_output_and_its_code(tmp_path: Path) -> None:
+    # the script skips the interpreter's teardown after list, audit and trials: what they print
+    # must still arrive whole, and the exit code must be the command's
+    d = duplicated_job(tmp_path).write()
+    p = evaldesk("--batch", "audit", "--format", "json", str(d))
+    assert p.returncode == 1, p.stderr
+    assert json.loads(p.stdout)["experiments"][0]["verdict"] == "dedupe"
+    p = evaldesk("--batch=trials", "--format", "jsonl", str(d))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines and all(json.loads(line)["trial_name"] for line in lines)
+    p = evaldesk("--batch", "list", str(tmp_path / "missing"))
+    assert p.returncode == 2 and "missing" in p.stderr and not p.stdout
+
+
 @pytest.mark.parametrize("fmt", ["table", "json", "jsonl"])
 def test_every_command_speaks_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str) -> None:
     healthy_job(tmp_path, "terminal_bench_2_a_2026-01-01__00-00-00", n_tasks=3, n_rep=1).write()
