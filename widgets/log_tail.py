@@ -203,6 +203,19 @@ class LogView(ScrollView, can_focus=True):
     def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         self.owner.follow = False
 
+    # The view's room changes while the LogTail's size does not when a scrollbar appears with
+    # the lines that made it needed, after they were scrolled to (under load, after the settle
+    # that follows the scroll). A following view settles on its last line again.
+    def watch_show_horizontal_scrollbar(self, shown: bool) -> None:
+        self._scrollbars_changed()
+
+    def watch_show_vertical_scrollbar(self, shown: bool) -> None:
+        self._scrollbars_changed()
+
+    def _scrollbars_changed(self) -> None:
+        if self.owner.follow:
+            self.owner.call_after_refresh(self.owner._settle_end)
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         if new_value < old_value:

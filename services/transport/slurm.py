@@ -11,7 +11,8 @@ Which SLURM job an eval belongs to, in this order:
 All ids of one host are asked about in ONE remote command: `sacct -j IDS -X -o
 JobID,State,ExitCode,Elapsed -P -n`, then `squeue` and `scontrol show job` for ids that sacct
 has no record of yet (a just-submitted job reaches slurmdbd asynchronously). Terminal states
-are cached, so a finished eval is never asked about again.
+are cached, so a finished eval is never asked about again; one that ends while it is followed
+is said finished from the refresh after (SlurmTracker says why).
 
 SLURM's word goes to `Experiment.scheduler_state` (first word only: `CANCELLED by 0` becomes
 `CANCELLED`) and is mapped onto `Experiment.state`; `state_raw` keeps the source's own word.
@@ -170,10 +171,19 @@ def apply_state(exp: Experiment, js: SlurmJobState) -> None:
 
 
 class SlurmTracker:
-    """Asks about many ids in one command and remembers terminal states."""
+    """Asks about many ids in one command and remembers terminal states.
+
+    Its caller reads the job's files first and asks SLURM second, so a job that ends between the
+    two would be reported finished beside files that miss its last trials (an audit could say
+    `finalize` one refresh early). A job this tracker saw unfinished is therefore reported as it
+    was for the refresh in which it ends, and finished from the next one on, whose files were
+    read after SLURM said so. A job first seen finished is reported finished at once: it ended
+    before anything was read, nearly always long before.
+    """
 
     def __init__(self) -> None:
         self.final: dict[str, SlurmJobState] = {}
+        self.unfinished: dict[str, SlurmJobState] = {}  # the last word on each job still going
         self.queries = 0
 
     async def states(self, run: RunFn, ids: Iterable[str]) -> dict[str, SlurmJobState]:
@@ -191,6 +201,11 @@ class SlurmTracker:
                 out[jid] = js
                 if js.terminal:
                     self.final[jid] = js
+                    before = self.unfinished.pop(jid, None)
+                    if before is not None:
+                        out[jid] = before  # ended after this refresh's files were read
+                else:
+                    self.unfinished[jid] = js
         return out
 
 

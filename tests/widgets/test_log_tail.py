@@ -85,6 +85,25 @@ async def test_follows_stops_on_scroll_up_and_resumes_on_end(tmp_path: Path) -> 
         assert tail.lines.count("half a line") == 1
 
 
+async def test_a_line_that_brings_a_scrollbar_stays_in_sight_while_following(tmp_path: Path) -> None:
+    # the first line wider than the view makes a horizontal scrollbar take a row after the view
+    # was scrolled to the end: following must still show that line, and so must the next ones
+    log = tmp_path / "trial.log"
+    write_lines(log, 1, 41, "w")
+    app = TailApp(log)
+    async with app.run_test(size=(40, 12)) as pilot:
+        tail = app.query_one(LogTail)
+        await wait_for(pilot, lambda: tail.visible_lines()[-1].startswith("line 00040"))
+        assert not tail.view.show_horizontal_scrollbar
+        with log.open("a") as fh:
+            fh.write("wide " + "x" * 80 + "\n")
+        await wait_for(pilot, lambda: tail.view.show_horizontal_scrollbar)
+        await wait_for(pilot, lambda: tail.visible_lines()[-1].startswith("wide xxx"))
+        assert tail.view.scroll_y == tail.view.max_scroll_y and tail.follow
+        write_lines(log, 41, 43)
+        await wait_for(pilot, lambda: tail.visible_lines()[-1].startswith("line 00042"))
+
+
 async def test_search_highlights_and_steps_with_n_and_shift_n(tmp_path: Path) -> None:
     log = tmp_path / "trial.log"
     lines = [f"{i:03d} ok" for i in range(100)]

@@ -155,6 +155,26 @@ async def test_sacct_states_from_a_real_slurm(slurm_jobs: dict[str, str]) -> Non
     assert set(tracker.final) == {slurm_jobs[w] for w in ("COMPLETED", "FAILED", "CANCELLED")}
 
 
+async def test_a_job_that_ends_while_followed_is_said_finished_with_the_next_files(slurm_conf: str) -> None:
+    # the files are read before SLURM is asked: the ask in which a followed job ends must not pair
+    # "COMPLETED" with files read while it still ran
+    jid = _sbatch("--wrap", "sleep 3")
+    tracker = SlurmTracker()
+    deadline = time.monotonic() + 30
+    while (seen := (await tracker.states(run_local, [jid])).get(jid)) is None or seen.state != "RUNNING":
+        assert time.monotonic() < deadline, seen
+        await asyncio.sleep(0.2)
+    while (ended := (await SlurmTracker().states(run_local, [jid])).get(jid)) is None or not ended.terminal:
+        assert time.monotonic() < deadline, ended
+        await asyncio.sleep(0.2)
+    assert ended.state == "COMPLETED"
+    held = await tracker.states(run_local, [jid])
+    assert held[jid].state == "RUNNING"
+    assert (await tracker.states(run_local, [jid]))[jid].state == "COMPLETED"
+    # a job first seen finished ended before anything was read: said at once
+    assert (await SlurmTracker().states(run_local, [jid]))[jid].state == "COMPLETED"
+
+
 def _job_dir(root: Path, name: str, config: dict, env: str | None = None) -> None:
     job = root / name
     trial = job / "task-a__abcdefg"
