@@ -236,6 +236,8 @@ def _run_batch(args: Any, config: Config, out: IO[str], err: IO[str]) -> int:
         say(err, str(exc))
         return EXIT_ACTION
     except OSError as exc:  # a job dir or record that cannot be read or written: say which
+        if isinstance(exc, BrokenPipeError) and interrupt.reader_gone(out):
+            raise  # the reader of stdout left (`| head`): the process entry leaves quietly
         from services.remediations.steps import describe_error
 
         err.write(f"evaldesk: {describe_error(exc)}\n")

@@ -28,7 +28,8 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: object, values: object,
                  option_string: str | None = None) -> None:
-        parser.exit(0, f"evaldesk {_version()}\n")
+        sys.stdout.write(f"evaldesk {_version()}\n")  # on stdout, as argparse's own version action
+        parser.exit(0)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|finish|monitor|resume|report [options] SOURCE…; "
         "fix CHECK_ID [--apply] SOURCE…; journal [--since ISO]; launch …  "
         "Demo data: evaldesk demo [DIR].  In a browser: evaldesk serve [--host H] [--port N] [SOURCE…].  "
-        "Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable.",
+        "Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable, 130 Ctrl+C, 141 stdout closed early.",
     )
     p.add_argument("sources", nargs="*", metavar="SOURCE",
                    help="a Harbor job dir, a folder of job dirs, or ssh://[user@]host[:port]/path")
@@ -113,9 +114,16 @@ READ_ONLY_COMMANDS = ("list", "audit", "trials")
 def entry() -> None:
     """The process entry point (the `evaldesk` script, `python -m tui.cli`)."""
     argv = sys.argv[1:]
-    code = main(argv)
-    if _read_only_batch(argv):
-        _quick_exit(code)
+    try:
+        code = main(argv)
+        if _read_only_batch(argv):
+            _quick_exit(code)
+    except BrokenPipeError:
+        from tui.interrupt import exit_reader_gone, reader_gone
+
+        if not reader_gone():
+            raise
+        exit_reader_gone()  # `| head` took what it wanted
     sys.exit(code)
 
 
@@ -132,11 +140,8 @@ def _quick_exit(code: int) -> None:
     """Leave without tearing down every module and the objects of a big scan one by one (~50 ms
     after 20k trials). Only for read-only commands: they hold no file or lock that needs closing,
     and the parse cache is SQLite in WAL mode, which a process may leave at any point."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        return  # a closed pipe: the normal exit reports it as it always has
+    sys.stdout.flush()  # (a reader that left: BrokenPipeError, for entry())
+    sys.stderr.flush()
     if "logging" in sys.modules:
         import logging
 

@@ -92,6 +92,26 @@ def test_a_read_only_command_leaves_early_with_all_its_output_and_its_code(tmp_p
     assert p.returncode == 2 and "missing" in p.stderr and not p.stdout
 
 
+def test_a_reader_that_leaves_early_ends_the_command_quietly_with_141(tmp_path: Path) -> None:
+    # `evaldesk --batch trials … | head`: more output than a pipe holds, and a reader that stops
+    main(["demo", str(tmp_path / "demo")])
+    cmd = ["evaldesk"] if _has_script() else [sys.executable, "-m", "tui.cli"]
+    proc = subprocess.Popen([*cmd, "--batch", "trials", "--format", "jsonl", str(tmp_path / "demo")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert proc.stdout is not None and proc.stderr is not None
+    assert json.loads(proc.stdout.readline())["trial_name"]
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert err == "", err  # no "Broken pipe", no traceback, no "Exception ignored"
+
+
+def test_version_goes_to_stdout() -> None:
+    p = evaldesk("--version")
+    assert p.returncode == 0 and p.stdout.startswith("evaldesk ") and p.stderr == ""
+
+
 @pytest.mark.parametrize("fmt", ["table", "json", "jsonl"])
 def test_every_command_speaks_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str) -> None:
     healthy_job(tmp_path, "terminal_bench_2_a_2026-01-01__00-00-00", n_tasks=3, n_rep=1).write()
