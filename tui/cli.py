@@ -128,9 +128,10 @@ def entry() -> None:
 
 
 def _read_only_batch(argv: list[str]) -> bool:
+    # from argv, not the parsed args: an audit replay answers before anything is parsed
     for i, a in enumerate(argv):
         if a == "--batch":
-            return argv[i + 1: i + 2] in ([c] for c in READ_ONLY_COMMANDS)
+            return i + 1 < len(argv) and argv[i + 1] in READ_ONLY_COMMANDS
         if a.startswith("--batch="):
             return a.partition("=")[2] in READ_ONLY_COMMANDS
     return False

@@ -207,13 +207,13 @@ def _ckey(loc: TrialLoc, ckey: FileKey) -> FileKey:
 
 
 PARALLEL_MIN = 4000  # below this a second process costs more than it saves
+SETTLE_MIN = 50_000  # a first read this big makes its Trials once the parsing is done (memory)
 
 
 def _my_share(total: int) -> int:
     # 45%: measured on 2 cores (benchmarks/targets.py), 40% left the scanner waiting for the
     # forked reader and 55% the other way round
     return total * 9 // 20
-SETTLE_MIN = 50_000  # a first read this big makes its Trials once the parsing is done (memory)
 
 
 class _ForkedReader:
