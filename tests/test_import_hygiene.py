@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -137,3 +138,22 @@ def test_a_local_audit_of_one_harbor_job_loads_only_what_it_needs(tmp_path: Path
                        timeout=60, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
     code, _, heavy = p.stderr.strip().splitlines()[-1].partition(" ")
     assert (code, heavy) == ("0", ""), p.stderr
+
+
+def test_the_early_steps_are_light_and_belong_to_backends() -> None:
+    # services/core/early.py runs before the rest of evaldesk loads: what it names must import
+    # the standard library only (and evaldesk's own standard-library helpers), or it costs the
+    # time it is meant to save
+    from services.core.early import EARLY
+    from services.core.registry import BACKENDS
+
+    backends = {name for name, _ in BACKENDS}
+    probe = ("import sys; before = set(sys.modules); import importlib; "
+             "[importlib.import_module(m) for m in sys.argv[1:]]; "
+             "print(' '.join(sorted(m for m in set(sys.modules) - before "
+             "if m.split('.')[0] in ('pydantic', 'rich', 'textual', 'orjson', 'asyncssh', 'httpx'))))")
+    for backend, module, name in EARLY:
+        assert backend in backends and callable(getattr(importlib.import_module(module), name))
+    p = subprocess.run([sys.executable, "-c", probe, "services.core.early", *(m for _, m, _ in EARLY)],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0 and p.stdout.strip() == "", p.stdout + p.stderr

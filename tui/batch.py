@@ -11,11 +11,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import IO, Any, cast
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from services.audit.context import AuditContext, combine
 from services.audit.verdict import audit_experiment
@@ -37,6 +33,10 @@ from services.remediations.errors import LockHeld, ReadOnly, StepFailed, TargetU
 from services.remediations.records import Plan, Record
 from tui import interrupt
 from tui.batch_replay import Counted, Recorder, Tee, candidate, pre_watch
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ICON = {CheckStatus.pass_: "ok", CheckStatus.warn: "WARN", CheckStatus.fail: "FAIL", CheckStatus.skip: "-"}
@@ -110,6 +110,8 @@ def say(err: IO[str], message: str) -> None:
 
 def cell(value: object) -> Text:
     """A table cell from data read off a job dir: escaped, and never read as Rich markup."""
+    from rich.text import Text
+
     return Text(term_safe(value))
 
 
@@ -399,7 +401,7 @@ async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]
             out.write(_dump(report_json(r)) + "\n")
     else:
         for r in reports:
-            t = Table(title=cell(f"{r.id}  verdict: {r.verdict.upper()}"), title_justify="left", expand=False)
+            t = _table(title=cell(f"{r.id}  verdict: {r.verdict.upper()}"), title_justify="left", expand=False)
             t.add_column("", no_wrap=True)
             t.add_column("check", no_wrap=True)
             t.add_column("evidence", overflow="fold")

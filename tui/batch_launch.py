@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import IO, Any
-
-from rich.console import Console
+from typing import IO, TYPE_CHECKING, Any
 
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
@@ -30,6 +28,9 @@ from services.core.source import Source, SourceUnavailable
 from services.remediations import inputs, registry
 from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 ProgressFn = Any

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import IO, Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import IO, TYPE_CHECKING, Any
 
 from services.audit.context import AuditContext
 from services.audit.verdict import audit_experiment
@@ -26,6 +23,9 @@ from services.leaderboard.client import redact
 from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
 from services.remediations.records import Plan, Record
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 
@@ -214,6 +214,8 @@ def run_journal(args: Any, config: Config, fmt: str, console: Console, out: IO[s
         for r in rows:
             out.write(_dump(r) + "\n")
     else:
+        from rich.table import Table
+
         t = Table(title=f"{len(rows)} write(s), newest first", title_justify="left", expand=False)
         for col in ("when", "user", "action", "target", "before", "after", "record"):
             t.add_column(col, overflow="fold")

@@ -12,9 +12,7 @@ unreadable source, or a host that dropped mid-run.
 from __future__ import annotations
 
 import json
-from typing import IO, Any
-
-from rich.console import Console
+from typing import IO, TYPE_CHECKING, Any
 
 from services.core.config import Config
 from services.core.journal import Journal
@@ -26,6 +24,9 @@ from services.remediations.errors import StepFailed, WriteRefused
 from services.remediations.job_commands import printable
 from services.remediations.job_step import command_failed
 from services.remediations.records import Plan, Record
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_OK, EXIT_ACTION, EXIT_USAGE = 0, 1, 2
 

@@ -109,13 +109,15 @@ def _demo(argv: list[str]) -> int:
 
 # Commands that only read and print: once they return, everything they have to say is written
 READ_ONLY_COMMANDS = ("list", "audit", "trials")
+# Commands that start by reading every trial of the job dirs they are given
+SCANNING_COMMANDS = ("audit", "trials")
 
 
 def entry() -> None:
     """The process entry point (the `evaldesk` script, `python -m tui.cli`)."""
     argv = sys.argv[1:]
     try:
-        code = main(argv)
+        code = main(argv, early=True)
         if _read_only_batch(argv):
             _quick_exit(code)
     except BrokenPipeError:
@@ -150,16 +152,18 @@ def _quick_exit(code: int) -> None:
     os._exit(code)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, early: bool = False) -> int:
+    """`early`: the process is evaldesk alone (its entry point), so it may fork a helper before
+    loading the rest of evaldesk."""
     try:
-        return _main(argv)
+        return _main(argv, early)
     except KeyboardInterrupt:
         from tui.interrupt import exit_interrupted
 
         exit_interrupted()
 
 
-def _main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None, early: bool) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
@@ -174,11 +178,15 @@ def _main(argv: list[str] | None = None) -> int:
         code = replay(argv, sys.stdout, sys.stderr)
         if code is not None:
             return code
+    # intermixed: `fix CHECK_ID --apply SOURCE` puts an option between positionals
+    args = build_parser().parse_intermixed_args(argv)
+    if early and args.command in SCANNING_COMMANDS and args.sources:
+        from services.core.early import start
+
+        start(args.sources)  # e.g. the job dirs are listed on a second core while the rest loads
     # imported here, not at the top, so a Ctrl+C while they load is caught like any other
     from services.core.config import ConfigError, load_config
 
-    # intermixed: `fix CHECK_ID --apply SOURCE` puts an option between positionals
-    args = build_parser().parse_intermixed_args(argv)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -15,12 +15,18 @@ and below (`running_key`), apart from every result key.
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from services.core.stamps import file_stamp, pack_stat, tree_stamp
+
+if TYPE_CHECKING:
+    from typing import Any
 
 QUARANTINE_DIR = ".evaldesk-quarantine"
 FileKey = int | None
@@ -92,8 +98,11 @@ class ListedEntry:
 
     __slots__ = ("_mode", "name", "path")
 
-    def __init__(self, name: str, path: str) -> None:
+    def __init__(self, name: str, path: str, mode: int | None = None) -> None:
         self.name, self.path = name, path
+        if mode is not None:
+            self._mode = mode
+            return
         try:
             self._mode = os.lstat(path).st_mode
         except OSError:
@@ -185,10 +194,10 @@ def _decode_keys(data: bytes) -> list[int]:
     return [int.from_bytes(data[i: i + _KEY_BYTES], "big", signed=True) for i in range(0, len(data), _KEY_BYTES)]
 
 
-def batch_result_keys(job_dir: str, names: list[str]) -> list[int]:
+def batch_result_keys(job_dir: str, names: list[str], parallel: bool = True) -> list[int]:
     """result.json's key for each of `names` (dirs of the job dir), -1 where that is not a
     regular file (ask `trial_key`)."""
-    mine, theirs = _batch_stat(job_dir, names)
+    mine, theirs = _batch_stat(job_dir, names, parallel)
     return mine + (_decode_keys(theirs[:-1]) if theirs else [])
 
 
@@ -200,7 +209,7 @@ def batch_result_bytes(job_dir: str, names: list[str]) -> bytes | None:
     return encode_keys(mine) + theirs[:-1]
 
 
-def _batch_stat(job_dir: str, names: list[str]) -> tuple[list[int], bytes]:
+def _batch_stat(job_dir: str, names: list[str], parallel: bool = True) -> tuple[list[int], bytes]:
     """The keys of a first part of `names` stat'ed here, and the rest as a forked helper on a
     second core encoded them (with a last byte 1 when one of them is not the common case).
     Anything wrong with the helper only means its part is stat'ed here too."""
@@ -210,7 +219,7 @@ def _batch_stat(job_dir: str, names: list[str]) -> tuple[list[int], bytes]:
         return [_ASK] * len(names), b""
     try:
         out: list[int] = []
-        if len(names) < PARALLEL_STAT_MIN or sys.platform != "linux" or cores() < 2:
+        if not parallel or len(names) < PARALLEL_STAT_MIN or sys.platform != "linux" or cores() < 2:
             _stat_results(dir_fd, names, out)
             return out, b""
         half = len(names) // 2
@@ -266,9 +275,15 @@ def _forked_stats(dir_fd: int, names: list[str]) -> Callable[[], bytes | None] |
     return collect
 
 
-def list_job(job_dir: str, problems: list[str]) -> list[tuple[Entry, list[TrialLoc]]] | None:
+def list_job(job_dir: str, problems: list[str], parallel: bool = True) -> list[tuple[Entry, list[TrialLoc]]] | None:
     """Every entry of the job dir in name order with the trial dirs it holds; None (and a
-    problem said) when the job dir cannot be listed."""
+    problem said) when the job dir cannot be listed. `parallel`: a big job's stats may be
+    shared with a forked helper."""
+    early = _take_prelisted(job_dir)
+    if early is not None:
+        said, listed = early
+        problems += said
+        return listed
     real_job = os.path.realpath(job_dir)
     try:
         with os.scandir(job_dir) as it:
@@ -279,13 +294,110 @@ def list_job(job_dir: str, problems: list[str]) -> list[tuple[Entry, list[TrialL
     # the common entry, a visible trial dir (not a symlink), has its result.json stat'ed in one batch
     plain = [e.name for e in entries
              if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
-    keys = dict(zip(plain, batch_result_keys(job_dir, plain), strict=True)) if plain else {}
+    keys = dict(zip(plain, batch_result_keys(job_dir, plain, parallel), strict=True)) if plain else {}
     out: list[tuple[Entry, list[TrialLoc]]] = []
     for entry in entries:
         known = keys.get(entry.name)
         out.append((entry, list(classify(entry, job_dir, real_job, problems,
                                          known if known is not None and known >= 0 else None))))
     return out
+
+
+# -- a listing taken early, on a second core, while the process still imports (tui/cli.py) ---
+
+PRELIST_FRESH_S = 2.0  # an early listing older than this is not used: list again
+_DIR, _LINK = 1, 2
+_prelisted: dict[tuple[int, int], tuple[float, Callable[[], dict[tuple[int, int], Any] | None]]] = {}
+
+
+def prelist(dirs: Iterable[str]) -> None:
+    """List `dirs` (the job dirs a batch command is about to scan) in a forked child while this
+    process goes on importing the rest of evaldesk; `list_job` of one of them then takes that
+    listing instead of listing it again. Anything wrong in the child only means it lists them
+    itself. Standard library only, and nothing imported in the child: a fork may happen in a
+    process with threads."""
+    if sys.platform != "linux" or cores() < 2:
+        return
+    wanted: list[tuple[str, tuple[int, int]]] = []
+    for d in dirs:
+        try:
+            st = os.stat(d)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            wanted.append((d, (st.st_dev, st.st_ino)))
+    if not wanted:
+        return
+    try:
+        mem = os.memfd_create("evaldesk-listing", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(mem)
+        return
+    if pid == 0:  # the child: list, write, leave without running anything of the parent's
+        code = 1
+        try:
+            out = []
+            for d, ident in wanted:
+                said: list[str] = []
+                listed = list_job(d, said, parallel=False)  # the other core is the parent's
+                out.append((ident, said, None if listed is None else [
+                    (e.name, (_DIR if e.is_dir(follow_symlinks=False) else 0) | (_LINK if e.is_symlink() else 0),
+                     [(loc.rel, loc.name, loc.rkey, loc.error) for loc in found])
+                    for e, found in listed]))
+            view = memoryview(marshal.dumps(out))
+            while view:
+                view = view[os.write(mem, view):]
+            code = 0
+        finally:
+            os._exit(code)
+    got: list[dict[tuple[int, int], Any] | None] = []
+
+    def collect() -> dict[tuple[int, int], Any] | None:
+        if got:
+            return got[0]
+        data = None
+        try:
+            _, status = os.waitpid(pid, 0)
+            if status == 0:
+                data = {ident: rest for ident, *rest in marshal.loads(os.pread(mem, os.fstat(mem).st_size, 0))}
+        except (OSError, ValueError, EOFError, TypeError):
+            data = None
+        finally:
+            os.close(mem)
+        got.append(data)
+        return data
+
+    started = time.monotonic()
+    for _, ident in wanted:
+        _prelisted[ident] = (started, collect)
+
+
+def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[TrialLoc]]] | None] | None:
+    if not _prelisted:
+        return None
+    try:
+        st = os.stat(job_dir)
+    except OSError:
+        return None
+    ident = (st.st_dev, st.st_ino)
+    taken = _prelisted.pop(ident, None)
+    if taken is None:
+        return None
+    started, collect = taken
+    data = collect()  # (waits for the child: it started before this process's imports)
+    if data is None or ident not in data or time.monotonic() - started > PRELIST_FRESH_S:
+        return None
+    said, raw = data.pop(ident)
+    if raw is None:
+        return said, None
+    modes = {0: stat.S_IFREG, _DIR: stat.S_IFDIR, _LINK: stat.S_IFLNK, _DIR | _LINK: stat.S_IFLNK}
+    return said, [(ListedEntry(name, os.path.join(job_dir, name), modes[flags]),
+                   [TrialLoc(rel, job_dir, tname, rkey, error) for rel, tname, rkey, error in found])
+                  for name, flags, found in raw]
 
 
 def running_key(ckey: FileKey) -> int:

@@ -92,6 +92,33 @@ def test_a_read_only_command_leaves_early_with_all_its_output_and_its_code(tmp_p
     assert p.returncode == 2 and "missing" in p.stderr and not p.stdout
 
 
+def test_the_entry_point_lists_the_job_early_and_says_what_main_says(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the script lists the job dirs of audit and trials on a second core while it loads
+    # (services/harbor/walk.py prelist); main() in process does not: both print the same
+    d = duplicated_job(tmp_path).write()
+    (d / "elsewhere").symlink_to(tmp_path)
+    for cmd in ("audit", "trials"):
+        p = evaldesk("--batch", cmd, "--format", "json", "--no-cache", str(d))
+        code, out, _ = run_main(capsys, "--batch", cmd, "--format", "json", "--no-cache", str(d))
+        assert p.returncode == code, p.stderr
+        assert json.loads(p.stdout) == json.loads(out), cmd
+        if cmd == "audit":  # (the symlink's note comes from the listing)
+            assert "outside the job dir" in p.stdout
+
+
+def test_json_output_does_not_load_rich(tmp_path: Path) -> None:
+    # rich costs every batch run ~15 ms to import; only table output needs it
+    d = healthy_job(tmp_path, "terminal_bench_2_a_2026-01-01__00-00-00", n_tasks=3, n_rep=1).write()
+    probe = ("import sys; from tui.cli import main; main(sys.argv[1:]); "
+             "sys.stderr.write('rich loaded' if 'rich' in sys.modules else 'no rich')")
+    for cmd in ("audit", "trials", "list"):
+        p = subprocess.run([sys.executable, "-c", probe, "--batch", cmd, "--format", "json", str(d)],
+                           capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+        assert p.stderr.endswith("no rich"), (cmd, p.stderr)
+        json.loads(p.stdout)
+
+
 def test_a_reader_that_leaves_early_ends_the_command_quietly_with_141(tmp_path: Path) -> None:
     # `evaldesk --batch trials … | head`: more output than a pipe holds, and a reader that stops
     main(["demo", str(tmp_path / "demo")])

@@ -98,3 +98,55 @@ def test_a_running_or_odd_job_is_never_settled(tmp_path: Path) -> None:
     scanner.scan()
     assert scanner.settled_digest() is None
     assert walk.fast_settled_digest(str(d)) is None and job_stamp(str(d)) == "unsettled"
+
+
+
+def _shape(listed: list[tuple[walk.Entry, list[walk.TrialLoc]]] | None) -> list[tuple] | None:
+    if listed is None:
+        return None
+    return [(e.name, e.path, e.is_dir(follow_symlinks=False), e.is_symlink(),
+             [(loc.rel, loc.job, loc.name, loc.rkey, loc.error) for loc in found]) for e, found in listed]
+
+
+def _early(listed: list[tuple[walk.Entry, list[walk.TrialLoc]]] | None) -> bool:
+    # a listing of this process has os.DirEntry entries; the early one comes as ListedEntry
+    assert listed
+    return all(isinstance(e, walk.ListedEntry) for e, _ in listed)
+
+
+def test_an_early_listing_is_the_listing_and_is_taken_once(tmp_path: Path) -> None:
+    d = odd_job(tmp_path)
+    (d / "notes.txt").write_text("a file beside the trials")
+    (d / "outside").symlink_to(tmp_path)
+    plain_problems: list[str] = []
+    plain = walk.list_job(str(d), plain_problems)
+    assert not _early(plain)
+    walk.prelist([str(d), str(tmp_path / "absent")])
+    pid = os.getpid()
+    early_problems: list[str] = []
+    early = walk.list_job(str(d), early_problems)
+    assert os.getpid() == pid  # (the child never came back here)
+    assert _early(early) and _shape(early) == _shape(plain)
+    assert early_problems == plain_problems and any("outside the job dir" in p for p in early_problems)
+    assert not _early(walk.list_job(str(d), []))  # once: the next scan lists the job itself
+
+
+def test_an_early_listing_is_found_under_another_spelling_of_the_path(tmp_path: Path) -> None:
+    d = finished(tmp_path)
+    plain = walk.list_job(str(d), [])
+    (tmp_path / "alias").symlink_to(d)
+    walk.prelist([str(tmp_path / "alias")])
+    listed = walk.list_job(str(d), [])  # the scanner's spelling, not the command line's
+    assert _early(listed) and _shape(listed) == _shape(plain)
+
+
+def test_an_early_listing_too_old_or_lost_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = finished(tmp_path)
+    monkeypatch.setattr(walk, "PRELIST_FRESH_S", 0.0)
+    walk.prelist([str(d)])
+    assert not _early(walk.list_job(str(d), []))
+    # a child that fails (here: it cannot write what it listed) leaves the listing to this process
+    monkeypatch.setattr(walk, "PRELIST_FRESH_S", 60.0)
+    monkeypatch.setattr(walk.marshal, "dumps", lambda _obj: (_ for _ in ()).throw(ValueError("no")))
+    walk.prelist([str(d)])
+    assert not _early(walk.list_job(str(d), []))
