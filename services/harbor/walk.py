@@ -305,9 +305,9 @@ def list_job(job_dir: str, problems: list[str], parallel: bool = True) -> list[t
 
 # -- a listing taken early, on a second core, while the process still imports (tui/cli.py) ---
 
-PRELIST_FRESH_S = 2.0  # an early listing older than this is not used: list again
+PRELIST_FRESH_S = 2.0  # an early listing finished longer ago than this is not used: list again
 _DIR, _LINK = 1, 2
-_prelisted: dict[tuple[int, int], tuple[float, Callable[[], dict[tuple[int, int], Any] | None]]] = {}
+_prelisted: dict[tuple[int, int], Callable[[], tuple[float, dict[tuple[int, int], Any]] | None]] = {}
 
 
 def prelist(dirs: Iterable[str]) -> None:
@@ -346,24 +346,26 @@ def prelist(dirs: Iterable[str]) -> None:
                 listed = list_job(d, said, parallel=False)  # the other core is the parent's
                 out.append((ident, said, None if listed is None else [
                     (e.name, (_DIR if e.is_dir(follow_symlinks=False) else 0) | (_LINK if e.is_symlink() else 0),
-                     [(loc.rel, loc.name, loc.rkey, loc.error) for loc in found])
-                    for e, found in listed]))
-            view = memoryview(marshal.dumps(out))
+                     _found(e.name, found)) for e, found in listed]))
+            # (CLOCK_MONOTONIC is one clock for every process of the machine)
+            view = memoryview(marshal.dumps((time.monotonic(), out)))
             while view:
                 view = view[os.write(mem, view):]
             code = 0
         finally:
             os._exit(code)
-    got: list[dict[tuple[int, int], Any] | None] = []
+    got: list[tuple[float, dict[tuple[int, int], Any]] | None] = []
 
-    def collect() -> dict[tuple[int, int], Any] | None:
+    def collect() -> tuple[float, dict[tuple[int, int], Any]] | None:
+        """(when the child was done, what it listed per dir), or None when it failed."""
         if got:
             return got[0]
         data = None
         try:
             _, status = os.waitpid(pid, 0)
             if status == 0:
-                data = {ident: rest for ident, *rest in marshal.loads(os.pread(mem, os.fstat(mem).st_size, 0))}
+                done, listed = marshal.loads(os.pread(mem, os.fstat(mem).st_size, 0))
+                data = float(done), {ident: rest for ident, *rest in listed}
         except (OSError, ValueError, EOFError, TypeError):
             data = None
         finally:
@@ -371,9 +373,8 @@ def prelist(dirs: Iterable[str]) -> None:
         got.append(data)
         return data
 
-    started = time.monotonic()
     for _, ident in wanted:
-        _prelisted[ident] = (started, collect)
+        _prelisted[ident] = collect
 
 
 def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[TrialLoc]]] | None] | None:
@@ -384,20 +385,31 @@ def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[Tri
     except OSError:
         return None
     ident = (st.st_dev, st.st_ino)
-    taken = _prelisted.pop(ident, None)
-    if taken is None:
+    collect = _prelisted.pop(ident, None)
+    if collect is None:
         return None
-    started, collect = taken
-    data = collect()  # (waits for the child: it started before this process's imports)
-    if data is None or ident not in data or time.monotonic() - started > PRELIST_FRESH_S:
-        return None
-    said, raw = data.pop(ident)
+    got = collect()  # (waits for the child if it is still at it: it had a head start)
+    if got is None or ident not in got[1] or time.monotonic() - got[0] > PRELIST_FRESH_S:
+        return None  # (a listing this process waited for is always fresh enough)
+    said, raw = got[1].pop(ident)
     if raw is None:
         return said, None
     modes = {0: stat.S_IFREG, _DIR: stat.S_IFDIR, _LINK: stat.S_IFLNK, _DIR | _LINK: stat.S_IFLNK}
-    return said, [(ListedEntry(name, os.path.join(job_dir, name), modes[flags]),
-                   [TrialLoc(rel, job_dir, tname, rkey, error) for rel, tname, rkey, error in found])
+    base = os.path.join(job_dir, "")
+    return said, [(ListedEntry(name, base + name, modes[flags]),
+                   [TrialLoc(name, job_dir, name, found)] if type(found) is int
+                   else [TrialLoc(rel, job_dir, tname, rkey, error) for rel, tname, rkey, error in found])
                   for name, flags, found in raw]
+
+
+def _found(name: str, found: list[TrialLoc]) -> int | list[tuple[str, str, FileKey, str | None]]:
+    # the common entry, a trial dir of its own name with a result, travels as its key alone
+    # (rebuilding 20k entries in the parent is what it waits for)
+    if len(found) == 1:
+        loc = found[0]
+        if loc.rel == name and loc.name == name and loc.error is None and loc.rkey is not None:
+            return loc.rkey
+    return [(loc.rel, loc.name, loc.rkey, loc.error) for loc in found]
 
 
 def running_key(ckey: FileKey) -> int:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,3 +152,21 @@ def test_an_early_listing_too_old_or_lost_is_not_used(tmp_path: Path, monkeypatc
     monkeypatch.setattr(walk.marshal, "dumps", lambda _obj: (_ for _ in ()).throw(ValueError("no")))
     walk.prelist([str(d)])
     assert not _early(walk.list_job(str(d), []))
+
+
+def test_a_slow_early_listing_the_scan_waited_for_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # freshness counts from when the child was done: a scan that waited for it gets a listing as
+    # new as its own would be (listing again would only double the wait on a slow disk)
+    d = finished(tmp_path)
+    parent = os.getpid()
+    real = walk.list_job
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != parent:
+            time.sleep(0.6)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(walk, "list_job", slow)
+    monkeypatch.setattr(walk, "PRELIST_FRESH_S", 0.3)
+    walk.prelist([str(d)])
+    assert _early(real(str(d), []))
