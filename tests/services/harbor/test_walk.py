@@ -123,7 +123,7 @@ def test_an_early_listing_is_the_listing_and_is_taken_once(tmp_path: Path) -> No
     plain_problems: list[str] = []
     plain = walk.list_job(str(d), plain_problems)
     assert not _early(plain)
-    walk.prelist([str(d), str(tmp_path / "absent")])
+    walk.prelist([str(tmp_path / "absent"), str(d), str(tmp_path)])  # (the first dir only)
     pid = os.getpid()
     early_problems: list[str] = []
     early = walk.list_job(str(d), early_problems)
@@ -131,6 +131,7 @@ def test_an_early_listing_is_the_listing_and_is_taken_once(tmp_path: Path) -> No
     assert _early(early) and _shape(early) == _shape(plain)
     assert early_problems == plain_problems and any("outside the job dir" in p for p in early_problems)
     assert not _early(walk.list_job(str(d), []))  # once: the next scan lists the job itself
+    assert not _early(walk.list_job(str(tmp_path), []))  # the second dir was not listed early
 
 
 def test_an_early_listing_is_found_under_another_spelling_of_the_path(tmp_path: Path) -> None:
