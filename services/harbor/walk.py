@@ -307,7 +307,9 @@ def list_job(job_dir: str, problems: list[str], parallel: bool = True) -> list[t
 
 PRELIST_FRESH_S = 2.0  # an early listing finished longer ago than this is not used: list again
 _DIR, _LINK = 1, 2
-_prelisted: dict[tuple[int, int], Callable[[], tuple[float, dict[tuple[int, int], Any]] | None]] = {}
+# the dir listed early (st_dev, st_ino) → what waits for the child: (when it was done, what
+# list_job said, the listing in the child's terms), or None when it failed
+_prelisted: dict[tuple[int, int], Callable[[], tuple[float, list[str], Any] | None]] = {}
 
 
 def prelist(dirs: Iterable[str]) -> None:
@@ -319,16 +321,14 @@ def prelist(dirs: Iterable[str]) -> None:
     Standard library only, and nothing imported in the child."""
     if sys.platform != "linux" or cores() < 2:
         return
-    wanted: list[tuple[str, tuple[int, int]]] = []
-    for d in dirs:
+    for job_dir in dirs:
         try:
-            st = os.stat(d)
+            st = os.stat(job_dir)
         except OSError:
             continue
         if stat.S_ISDIR(st.st_mode):
-            wanted.append((d, (st.st_dev, st.st_ino)))
             break
-    if not wanted:
+    else:
         return
     try:
         mem = os.memfd_create("evaldesk-listing", os.MFD_CLOEXEC)
@@ -342,60 +342,50 @@ def prelist(dirs: Iterable[str]) -> None:
     if pid == 0:  # the child: list, write, leave without running anything of the parent's
         code = 1
         try:
-            out = []
-            for d, ident in wanted:
-                said: list[str] = []
-                listed = list_job(d, said, parallel=False)  # the other core is the parent's
-                out.append((ident, said, None if listed is None else [
-                    (e.name, (_DIR if e.is_dir(follow_symlinks=False) else 0) | (_LINK if e.is_symlink() else 0),
-                     _found(e.name, found)) for e, found in listed]))
+            said: list[str] = []
+            listed = list_job(job_dir, said, parallel=False)  # (the other core is the parent's)
+            raw = None if listed is None else [
+                (e.name, (_DIR if e.is_dir(follow_symlinks=False) else 0) | (_LINK if e.is_symlink() else 0),
+                 _found(e.name, found)) for e, found in listed]
             # (CLOCK_MONOTONIC is one clock for every process of the machine)
-            view = memoryview(marshal.dumps((time.monotonic(), out)))
+            view = memoryview(marshal.dumps((time.monotonic(), said, raw)))
             while view:
                 view = view[os.write(mem, view):]
             code = 0
         finally:
             os._exit(code)
-    got: list[tuple[float, dict[tuple[int, int], Any]] | None] = []
 
-    def collect() -> tuple[float, dict[tuple[int, int], Any]] | None:
-        """(when the child was done, what it listed per dir), or None when it failed."""
-        if got:
-            return got[0]
-        data = None
+    def collect() -> tuple[float, list[str], Any] | None:
         try:
             _, status = os.waitpid(pid, 0)
-            if status == 0:
-                done, listed = marshal.loads(os.pread(mem, os.fstat(mem).st_size, 0))
-                data = float(done), {ident: rest for ident, *rest in listed}
+            if status != 0:
+                return None
+            done, said, raw = marshal.loads(os.pread(mem, os.fstat(mem).st_size, 0))
+            return float(done), said, raw
         except (OSError, ValueError, EOFError, TypeError):
-            data = None
+            return None
         finally:
             os.close(mem)
-        got.append(data)
-        return data
 
-    for _, ident in wanted:
-        _prelisted[ident] = collect
+    _prelisted[(st.st_dev, st.st_ino)] = collect
 
 
-def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[TrialLoc]]] | None] | None:
+def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[TrialLoc]]]] | None:
     if not _prelisted:
         return None
     try:
         st = os.stat(job_dir)
     except OSError:
         return None
-    ident = (st.st_dev, st.st_ino)
-    collect = _prelisted.pop(ident, None)
+    collect = _prelisted.pop((st.st_dev, st.st_ino), None)
     if collect is None:
         return None
     got = collect()  # (waits for the child if it is still at it: it had a head start)
-    if got is None or ident not in got[1] or time.monotonic() - got[0] > PRELIST_FRESH_S:
+    if got is None or time.monotonic() - got[0] > PRELIST_FRESH_S:
         return None  # (a listing this process waited for is always fresh enough)
-    said, raw = got[1].pop(ident)
+    _, said, raw = got
     if raw is None:
-        return said, None
+        return None  # it could not be listed: this process says so itself, naming the dir its way
     modes = {0: stat.S_IFREG, _DIR: stat.S_IFDIR, _LINK: stat.S_IFLNK, _DIR | _LINK: stat.S_IFLNK}
     base = os.path.join(job_dir, "")
     return said, [(ListedEntry(name, base + name, modes[flags]),
