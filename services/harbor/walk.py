@@ -307,9 +307,9 @@ def list_job(job_dir: str, problems: list[str], parallel: bool = True) -> list[t
 
 PRELIST_FRESH_S = 2.0  # an early listing finished longer ago than this is not used: list again
 _DIR, _LINK = 1, 2
-# the dir listed early (st_dev, st_ino) → what waits for the child: (when it was done, what
+# the dir listed early (st_dev, st_ino), and what waits for the child: (when it was done, what
 # list_job said, the listing in the child's terms), or None when it failed
-_prelisted: dict[tuple[int, int], Callable[[], tuple[float, list[str], Any] | None]] = {}
+_prelisted: tuple[tuple[int, int], Callable[[], tuple[float, list[str], Any] | None]] | None = None
 
 
 def prelist(dirs: Iterable[str]) -> None:
@@ -367,19 +367,22 @@ def prelist(dirs: Iterable[str]) -> None:
         finally:
             os.close(mem)
 
-    _prelisted[(st.st_dev, st.st_ino)] = collect
+    global _prelisted
+    _prelisted = ((st.st_dev, st.st_ino), collect)
 
 
 def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[TrialLoc]]]] | None:
-    if not _prelisted:
+    global _prelisted
+    if _prelisted is None:
         return None
     try:
         st = os.stat(job_dir)
     except OSError:
         return None
-    collect = _prelisted.pop((st.st_dev, st.st_ino), None)
-    if collect is None:
+    ident, collect = _prelisted
+    if ident != (st.st_dev, st.st_ino):
         return None
+    _prelisted = None  # taken once: the next scan lists the job itself
     got = collect()  # (waits for the child if it is still at it: it had a head start)
     if got is None or time.monotonic() - got[0] > PRELIST_FRESH_S:
         return None  # (a listing this process waited for is always fresh enough)
