@@ -33,8 +33,8 @@ from textual.app import App, ComposeResult
 from textual.screen import Screen
 from textual.widgets import Static
 
+from services.core.failures import failure_class
 from services.core.models import Experiment, Trial, TrialStatus
-from services.core.policy import failure_class
 from services.transport.fs import LocalFS
 
 NOW = datetime(2026, 11, 20, 18, 0, tzinfo=UTC)

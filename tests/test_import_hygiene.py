@@ -154,6 +154,8 @@ def test_the_early_steps_are_light_and_belong_to_backends() -> None:
              "if m.split('.')[0] in ('pydantic', 'rich', 'textual', 'orjson', 'asyncssh', 'httpx'))))")
     for backend, module, name in EARLY:
         assert backend in backends and callable(getattr(importlib.import_module(module), name))
-    p = subprocess.run([sys.executable, "-c", probe, "services.core.early", *(m for _, m, _ in EARLY)],
+    # (and the shared memory the listing child reads into: services/harbor/walk.py prelist)
+    p = subprocess.run([sys.executable, "-c", probe, "services.core.early", "services.harbor.early_read",
+                        *(m for _, m, _ in EARLY)],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0 and p.stdout.strip() == "", p.stdout + p.stderr

@@ -16,8 +16,8 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from services.audit.context import AuditContext, combine
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
+from services.core.failures import NO_REWARD_NOR_EXCEPTION
 from services.core.models import (
-    NO_REWARD_NOR_EXCEPTION,
     AuditReport,
     CheckStatus,
     Experiment,

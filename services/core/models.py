@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 # the parse note of a trial that ended with neither a reward nor an exception: errored, but
 # not "unreadable" (its result.json parsed fine)
-NO_REWARD_NOR_EXCEPTION = "result.json has neither a reward nor an exception"
 
 
 # the state_raw of an experiment whose own summary (Harbor's job result.json) does not parse

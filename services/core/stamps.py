@@ -32,6 +32,14 @@ def pack_stat(st: os.stat_result) -> int:
         st.st_ino & _M64)
 
 
+def key_size(key: int) -> int:
+    return (key >> 64) & _M64
+
+
+def key_mtime(key: int) -> float:
+    return (key >> 192) / 1e9
+
+
 def file_stamp(path: str) -> str:
     """A file's stat key as a string."""
     return str(file_key(path))

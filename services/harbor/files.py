@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from services.core.models import NO_REWARD_NOR_EXCEPTION, Trial, TrialStatus
-from services.core.policy import failure_class
+from services.core.failures import NO_REWARD_NOR_EXCEPTION, failure_class
+from services.core.models import Trial, TrialStatus
+from services.harbor.fast_record import task_from_trial_name
 
 _LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -193,12 +194,6 @@ def _finite(v: Any) -> float | None:
         return None
     f = float(v)
     return f if math.isfinite(f) else None
-
-
-def task_from_trial_name(trial_name: str) -> str:
-    # Harbor names trial dirs f"{task_name[:32].rstrip('_-')}__{7 random chars}"
-    head, sep, _ = trial_name.rpartition("__")
-    return head if sep else trial_name
 
 
 def task_from_config(cfg: TrialConfigFile | None) -> str | None:

@@ -3,7 +3,8 @@
 A 100k-trial job holds 100k Trials for as long as the console runs, and a cold scan parses
 100k files. Two things make that cheap without changing a single figure:
 
-- `fast_trial` reads only the fields a Trial needs, straight from orjson's dict, after checking
+- `fast_trial` reads only the fields a Trial needs, straight from orjson's dict
+  (services/harbor/fast_record.py `fast_values`, shared with the early reader), after checking
   that every field Harbor's TrialResult declares has a shape the lenient pydantic mirror
   (`files.TrialResultFile`) would take as is. Anything else (a malformed side field,
   `step_results`, a timestamp in an unusual form, a trial that needs its config) goes through
@@ -19,7 +20,6 @@ the marks a scan derives: attempt, copy_of) and back.
 from __future__ import annotations
 
 import math
-import re
 import sys
 from datetime import datetime
 from operator import attrgetter
@@ -27,17 +27,19 @@ from typing import Any
 
 import orjson
 
-from services.core.models import NO_REWARD_NOR_EXCEPTION, Trial, TrialStatus
-from services.core.policy import failure_class
-from services.harbor.files import parse_trial, task_from_trial_name
+from services.core.models import Trial, TrialStatus
+from services.harbor.fast_record import FIELDS, RECORD, Slow, fast_values
+from services.harbor.files import parse_trial
 
-FIELDS: tuple[str, ...] = tuple(Trial.model_fields)
+if tuple(Trial.model_fields) != FIELDS:  # (fast_record.py names them without importing pydantic)
+    raise RuntimeError("services/harbor/fast_record.py FIELDS must list Trial's fields in order")
 _ALL_FIELDS: set[str] = set(FIELDS)
 _set = object.__setattr__
 _intern = sys.intern
 _STATUS = {s.value: s for s in TrialStatus}
+_VALID, _ERRORED = TrialStatus.valid, TrialStatus.errored
 # the record leaves out what a scan derives (attempt, copy_of) and what it knows (path)
-_RECORD = tuple(f for f in FIELDS if f not in ("path", "attempt", "copy_of"))
+_RECORD = RECORD
 _DATES = {"started_at", "finished_at"}
 _SHARED_STR = {"task_name", "exception_type", "failure_class", "model_name", "agent_name", "source"}
 
@@ -106,125 +108,8 @@ def compact(t: Trial) -> Trial:
 
 # -- the fast decoder ----------------------------------------------------------------------
 
-_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})?")
-_date = datetime.fromisoformat
-_match = _DATE_RE.fullmatch
-
-
-class _Slow(Exception):
-    """This file needs the pydantic path."""
-
-
-def _d(v: Any) -> datetime | None:
-    if v is None:
-        return None
-    if type(v) is not str or _match(v) is None:
-        raise _Slow
-    try:
-        return _date(v)
-    except ValueError:
-        raise _Slow from None
-
-
-def _s(v: Any) -> str | None:
-    if v is None or type(v) is str:
-        return v
-    raise _Slow
-
-
-def _i(v: Any) -> int | None:
-    if v is None or type(v) is int:
-        return v
-    raise _Slow
-
-
-def _f(v: Any) -> float | None:
-    t = type(v)
-    if v is None or t is float:
-        return v
-    if t is int:
-        return float(v)
-    raise _Slow
-
-
-def _obj(v: Any) -> dict[str, Any] | None:
-    if v is None or type(v) is dict:
-        return v
-    raise _Slow
-
-
-def _finite(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
 def _fast(rel: str, dir_name: str, raw: dict[str, Any], mtime: float | None) -> Trial:
-    g = raw.get
-    _i(g("schema_version"))
-    _s(g("trial_uri"))
-    rv = g("reward_valid")
-    if rv is not None and type(rv) is not bool:
-        raise _Slow
-    if g("step_results") is not None:
-        raise _Slow
-    task_name = _s(g("task_name"))
-    trial_name = _s(g("trial_name"))
-    source = _s(g("source"))
-    started, finished = _d(g("started_at")), _d(g("finished_at"))
-    ae = _obj(g("agent_execution"))
-    if ae:
-        _d(ae.get("started_at"))
-        _d(ae.get("finished_at"))
-    ai = _obj(g("agent_info"))
-    model = agent_name = None
-    if ai is not None:
-        agent_name = _s(ai.get("name"))
-        _s(ai.get("version"))
-        mi = _obj(ai.get("model_info"))
-        if mi is not None:
-            model = _s(mi.get("name"))
-            _s(mi.get("provider"))
-    ar = _obj(g("agent_result"))
-    n_in = n_cache = n_out = cost = None
-    if ar is not None:
-        n_in, n_cache, n_out = _i(ar.get("n_input_tokens")), _i(ar.get("n_cache_tokens")), _i(ar.get("n_output_tokens"))
-        cost = _f(ar.get("cost_usd"))
-    vr = _obj(g("verifier_result"))
-    raw_rewards = _obj(vr.get("rewards")) if vr is not None else None
-    ei = _obj(g("exception_info"))
-    exc_type = exc_msg = None
-    if ei is not None:
-        exc_type, exc_msg = _s(ei.get("exception_type")), _s(ei.get("exception_message"))
-        _s(ei.get("exception_traceback"))
-        _d(ei.get("occurred_at"))
-
-    rewards: dict[str, float] = {}
-    for key, value in (raw_rewards or {}).items():
-        f = _finite(value)
-        if f is not None:
-            rewards[str(key)] = f
-    shared = _share_rewards(rewards)
-    reward = shared.get("reward")  # the shared dict's float: one object for all the 1.0s
-    if reward is None and len(shared) == 1 and "reward" not in (raw_rewards or {}):
-        reward = next(iter(shared.values()))
-    own_name = trial_name or dir_name
-    if own_name == rel:
-        own_name = rel  # one string for both
-    task = task_name or task_from_trial_name(dir_name)
-    return build_trial((
-        own_name, _intern(task), rel,
-        TrialStatus.valid if reward is not None else TrialStatus.errored,
-        reward, shared,
-        _intern(exc_type) if exc_type else exc_type, exc_msg,
-        failure_class(exc_type),
-        None if reward is not None or exc_type else NO_REWARD_NOR_EXCEPTION,
-        started, finished, n_in, n_cache, n_out, cost,
-        _intern(model) if model else None, _intern(agent_name) if agent_name else agent_name,
-        _intern(source) if source else source,
-        mtime, 1, None, None,
-    ))
+    return build_trial(fast_values(rel, dir_name, raw, mtime, _intern, _share_rewards, _VALID, _ERRORED))
 
 
 def fast_trial(
@@ -244,9 +129,12 @@ def fast_trial(
         if type(raw) is dict:
             try:
                 return _fast(rel, dir_name, raw, mtime)
-            except _Slow:
+            except Slow:
                 pass
     return compact(parse_trial(rel, dir_name, result_bytes, config_bytes, mtime, result_error))
+
+
+_date = datetime.fromisoformat
 
 
 # -- the cache's record --------------------------------------------------------------------

@@ -29,9 +29,11 @@ from services.core.memory import give_back_memory
 from services.core.models import Experiment, Trial
 from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, no_progress
-from services.core.stamps import file_key
+from services.core.stamps import file_key, key_mtime
 from services.harbor.assemble import TrialIndex, assemble_experiment, collapse_copies, number_attempts
 from services.harbor.cache import ParseCache, census_bytes, census_from
+from services.harbor.early_read import EarlyReads
+from services.harbor.fast_record import read_file as _read
 from services.harbor.files import parse_trial
 from services.harbor.records import compact, decode, encode, fast_trial
 from services.harbor.walk import (
@@ -43,57 +45,16 @@ from services.harbor.walk import (
     cores,
     is_trial_dir,
     key_bytes,
-    key_mtime,
-    key_size,
     keys_digest,
     list_job,
     persistable,
     running_key,
+    take_early_reads,
     trial_key,
     unreadable_note,
 )
 
-MAX_RESULT_BYTES = 64 * 1024 * 1024
 DEFAULT_VERIFY_WINDOW_S = 60.0
-
-def _read(path: str, key: FileKey = None) -> tuple[bytes | None, str | None]:
-    name = os.path.basename(path)
-    try:
-        if key is None or key < 0:
-            st = os.stat(path)
-            if not stat.S_ISREG(st.st_mode):
-                # never open a fifo or device: the read would block the scan
-                kind = "Is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-                return None, f"{name} unreadable: {kind}"
-            size = st.st_size
-        else:
-            size = key_size(key)
-        if size > MAX_RESULT_BYTES:
-            return None, f"{name} is larger than {MAX_RESULT_BYTES >> 20} MiB"
-        # os.open/os.read: a third of what a buffered file object costs per small file
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # never wait on a fifo
-        try:
-            data = os.read(fd, size + 1)
-            if len(data) > size:  # it grew since the stat: read the rest
-                chunks = [data]
-                while True:
-                    more = os.read(fd, 1 << 20)
-                    if not more:
-                        break
-                    chunks.append(more)
-                    if sum(map(len, chunks)) > MAX_RESULT_BYTES:
-                        return None, f"{name} is larger than {MAX_RESULT_BYTES >> 20} MiB"
-                data = b"".join(chunks)
-            return data, None
-        finally:
-            os.close(fd)
-    except FileNotFoundError:
-        if os.path.lexists(path):
-            return None, f"{name} unreadable: a symlink to a missing file"
-        return None, None
-    except OSError as exc:
-        return None, f"{name} unreadable: {exc.strerror or exc}"
-
 
 def _json_keys(path: str) -> set[str]:
     try:
@@ -329,6 +290,7 @@ class HarborScanner:
         self._job_keys: tuple[FileKey, ...] = ()
         self._full_next = True
         self._pending_lazy: Experiment | None = None
+        self._early: EarlyReads | None = None  # the early child's records, for the first scan
         self.files_read = 0
 
     def verify_all(self) -> None:
@@ -365,6 +327,9 @@ class HarborScanner:
             self._reset()
             raise
         finally:
+            if self._early is not None:
+                self._early.close()
+                self._early = None
             if was_enabled:
                 gc.enable()
 
@@ -375,6 +340,7 @@ class HarborScanner:
         self._ring, self._ring_at, self._cursor = [], array("d"), 0
         self._last, self._last_scan, self._job_keys, self._full_next = None, None, (), True
         self._pending_lazy = None
+        self._early = None
 
     def _due(self, now: float) -> set[str]:
         """The finished trials this scan re-verifies: a slice of the ring sized so that a
@@ -409,6 +375,7 @@ class HarborScanner:
         """Every trial dir, in discovery order (a full pass); the bool says whether the job dir
         could be listed. Also learns the listing the next scans compare with."""
         listed = list_job(self.job_dir, problems)
+        self._early = take_early_reads(self.job_dir)  # (when that listing was made early)
         if listed is None:
             return [], False
         out: list[TrialLoc] = []
@@ -565,10 +532,13 @@ class HarborScanner:
             settled = True
         if to_parse:
             progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
+            if self._early is not None:  # the child that listed the job early reads it too
+                unsaved += self._read_early(self._early, to_parse, changed, replaced, progress)
+                to_parse = []
             # a big cold read splits the files with a forked reader on a second core; the forked reader
             # takes the larger share, as the scanner also decodes its records and writes the cache
             split = _my_share(total)
-            reader = _ForkedReader.start(to_parse[split:]) if total >= PARALLEL_MIN else None
+            reader = _ForkedReader.start(to_parse[split:]) if len(to_parse) >= PARALLEL_MIN else None
             mine = to_parse[: split] if reader is not None else to_parse
             chunk = 2000
             done = 0
@@ -728,6 +698,72 @@ class HarborScanner:
                         put = []
         if put and self.cache is not None:
             self.cache.store(self.job_dir, put, [])
+        progress(total, total, "reading trials")
+        return unsaved
+
+    def _read_early(self, early: EarlyReads, to_parse: list[tuple[TrialLoc, FileKey, int]], changed: list[Trial],
+                    replaced: list[Trial], progress: ProgressFn) -> int:
+        """Read `to_parse` together with the early child (services/harbor/early_read.py): claim
+        trials from the front of its listing and take its records as they come, until the two
+        meet; then whatever it did not hand over. The number that could not be cached."""
+        rels, keys = early.rels or [], early.keys
+        at = {rel: j for j, rel in enumerate(rels)}
+        item_at: list[tuple[TrialLoc, FileKey, int] | None] = [None] * len(rels)
+        extra: list[tuple[TrialLoc, FileKey, int]] = []  # not in the child's listing as it is now
+        for item in to_parse:
+            j = at.get(item[0].rel)
+            if j is None or keys[j] != item[2] or item_at[j] is not None:
+                extra.append(item)
+            else:
+                item_at[j] = item
+        del at
+        taken = bytearray(len(rels))
+        put: list[tuple[str, bytes, bytes]] = []
+        unsaved = 0
+        total, reported = len(to_parse), 0
+        cache, job_dir = self.cache, self.job_dir
+
+        def theirs(records: Iterator[tuple[int, bytes | None]]) -> int:
+            got_unsaved = 0
+            for j, rec in records:
+                item = item_at[j]
+                if rec is None or item is None or taken[j]:
+                    continue  # (None: the child could not make it; read here below)
+                loc, ckey, key = item
+                try:
+                    trial = decode(loc.rel, rec)
+                except (ValueError, KeyError, TypeError, IndexError):
+                    continue
+                taken[j] = 1
+                got_unsaved += self._take(loc, ckey, key, trial, changed, replaced, put, rec)
+            return got_unsaved
+
+        while True:
+            unsaved += theirs(early.records())
+            claim = early.claim()
+            if claim is None:
+                break
+            for j in claim:
+                mine = item_at[j]
+                if mine is None or taken[j]:
+                    continue
+                taken[j] = 1
+                loc, ckey, key = mine
+                unsaved += self._take(loc, ckey, key, _load_trial(loc, _ckey(loc, ckey)), changed, replaced, put)
+            if len(put) >= 2000:
+                if cache is not None:
+                    cache.store(job_dir, put, [])
+                put = []
+                done = len(changed)
+                if done - reported >= 2000:
+                    progress(min(done, total), total, "reading trials")
+                    reported = done
+        unsaved += theirs(early.finish())
+        rest = [item for j, item in enumerate(item_at) if item is not None and not taken[j]]
+        for loc, ckey, key in [*rest, *extra]:
+            unsaved += self._take(loc, ckey, key, _load_trial(loc, _ckey(loc, ckey)), changed, replaced, put)
+        if put and cache is not None:
+            cache.store(job_dir, put, [])
         progress(total, total, "reading trials")
         return unsaved
 

@@ -23,8 +23,9 @@ import orjson
 from services.core.models import Experiment, SourceError, Trial
 from services.core.policy import Policy
 from services.harbor.assemble import assemble_experiment
+from services.harbor.fast_record import MAX_RESULT_BYTES
 from services.harbor.files import parse_trial
-from services.harbor.scan import MAX_RESULT_BYTES, job_files_say
+from services.harbor.scan import job_files_say
 from services.harbor.walk import QUARANTINE_DIR
 
 _FileKey = tuple[int, int] | None  # (mtime in ns, size), as the local scanner keys files

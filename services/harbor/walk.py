@@ -28,21 +28,14 @@ from services.core.stamps import file_stamp, pack_stat, tree_stamp
 if TYPE_CHECKING:
     from typing import Any
 
+    from services.harbor.early_read import EarlyReads
+
 QUARANTINE_DIR = ".evaldesk-quarantine"
 FileKey = int | None
-_M64 = (1 << 64) - 1  # (keys pack four 64-bit fields: services/core/stamps.py)
 UNREADABLE_DIR = -3
 _ASK = -1  # from the batch stat: not the common case, ask trial_key
 PARALLEL_STAT_MIN = 4000  # below this a forked helper costs more than the stats it takes over
 _KEY_BYTES = 33
-
-
-def key_size(key: int) -> int:
-    return (key >> 64) & _M64
-
-
-def key_mtime(key: int) -> float:
-    return (key >> 192) / 1e9
 
 
 def is_trial_dir(path: str) -> bool:
@@ -310,6 +303,9 @@ _DIR, _LINK = 1, 2
 # the dir listed early (st_dev, st_ino), and what waits for the child: (when it was done, what
 # list_job said, the listing in the child's terms), or None when it failed
 _prelisted: tuple[tuple[int, int], Callable[[], tuple[float, list[str], Any] | None]] | None = None
+# the records the same child goes on to make of that dir's trials (services/harbor/early_read.py),
+# once its listing is taken: for the scan that took it
+_early_reads: tuple[tuple[int, int], EarlyReads] | None = None
 
 
 def prelist(dirs: Iterable[str]) -> None:
@@ -317,8 +313,9 @@ def prelist(dirs: Iterable[str]) -> None:
     child while this process goes on importing the rest of evaldesk; `list_job` of that dir then
     takes the listing instead of listing it again. Only the first: the child pays for what it
     lists while the imports run (~0.15 s, a 20k-trial job), and the scan of one job must not wait
-    for the listing of every other. Anything wrong in the child only means the dir is listed here.
-    Standard library only, and nothing imported in the child."""
+    for the listing of every other. Once listed, the child reads the job's finished trials for the
+    scan (services/harbor/early_read.py). Anything wrong in the child only means the dir is listed
+    and read here. Standard library only, and only fast_record imported in the child."""
     if sys.platform != "linux" or cores() < 2:
         return
     for job_dir in dirs:
@@ -330,49 +327,70 @@ def prelist(dirs: Iterable[str]) -> None:
             break
     else:
         return
+    from services.harbor import early_read
+
     try:
         mem = os.memfd_create("evaldesk-listing", os.MFD_CLOEXEC)
     except (AttributeError, OSError):
         return
+    shared = early_read.shared_memory()
+    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+    parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:
-        os.close(mem)
+        for fd in (mem, ready_r, ready_w):
+            os.close(fd)
         return
-    if pid == 0:  # the child: list, write, leave without running anything of the parent's
+    if pid == 0:  # the child: list, write, read; leave without running anything of the parent's
         code = 1
         try:
+            os.close(ready_r)
             said: list[str] = []
             listed = list_job(job_dir, said, parallel=False)  # (the other core is the parent's)
             raw = None if listed is None else [
                 (e.name, (_DIR if e.is_dir(follow_symlinks=False) else 0) | (_LINK if e.is_symlink() else 0),
                  _found(e.name, found)) for e, found in listed]
+            locs = early_read.parseable(listed) if listed is not None and shared is not None else []
+            reading = shared is not None and 0 < len(locs) < early_read.SETTLE_MIN
+            if reading:
+                early_read.offer(shared, len(locs))  # type: ignore[arg-type]
             # (CLOCK_MONOTONIC is one clock for every process of the machine)
-            view = memoryview(marshal.dumps((time.monotonic(), said, raw)))
+            done = time.monotonic()
+            view = memoryview(marshal.dumps((done, said, raw)))
             while view:
                 view = view[os.write(mem, view):]
+            os.write(ready_w, b"1")
+            os.close(ready_w)
             code = 0
+            if reading:
+                early_read.read_back(shared, locs, parent, done + PRELIST_FRESH_S)  # type: ignore[arg-type]
         finally:
             os._exit(code)
+    os.close(ready_w)
 
     def collect() -> tuple[float, list[str], Any] | None:
         try:
-            _, status = os.waitpid(pid, 0)
-            if status != 0:
+            ready = os.read(ready_r, 1)  # (the child goes on reading trials after this)
+            if ready != b"1":
                 return None
             done, said, raw = marshal.loads(os.pread(mem, os.fstat(mem).st_size, 0))
             return float(done), said, raw
         except (OSError, ValueError, EOFError, TypeError):
             return None
         finally:
+            os.close(ready_r)
             os.close(mem)
 
-    global _prelisted
+    global _prelisted, _early_reads
     _prelisted = ((st.st_dev, st.st_ino), collect)
+    _early_reads = None
+    if shared is not None:
+        _early_reads = ((st.st_dev, st.st_ino), early_read.EarlyReads(pid, shared))
 
 
 def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[TrialLoc]]]] | None:
-    global _prelisted
+    global _prelisted, _early_reads
     if _prelisted is None:
         return None
     try:
@@ -384,17 +402,48 @@ def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[Tri
         return None
     _prelisted = None  # taken once: the next scan lists the job itself
     got = collect()  # (waits for the child if it is still at it: it had a head start)
-    if got is None or time.monotonic() - got[0] > PRELIST_FRESH_S:
-        return None  # (a listing this process waited for is always fresh enough)
+    if got is None or time.monotonic() - got[0] > PRELIST_FRESH_S or got[2] is None:
+        # (a listing this process waited for is always fresh enough; one that failed is said by
+        # this process itself, naming the dir its way)
+        drop_early_reads()
+        return None
     _, said, raw = got
-    if raw is None:
-        return None  # it could not be listed: this process says so itself, naming the dir its way
     modes = {0: stat.S_IFREG, _DIR: stat.S_IFDIR, _LINK: stat.S_IFLNK, _DIR | _LINK: stat.S_IFLNK}
     base = os.path.join(job_dir, "")
-    return said, [(ListedEntry(name, base + name, modes[flags]),
-                   [TrialLoc(name, job_dir, name, found)] if type(found) is int
-                   else [TrialLoc(rel, job_dir, tname, rkey, error) for rel, tname, rkey, error in found])
-                  for name, flags, found in raw]
+    listed: list[tuple[Entry, list[TrialLoc]]] = [
+        (ListedEntry(name, base + name, modes[flags]),
+         [TrialLoc(name, job_dir, name, found)] if type(found) is int
+         else [TrialLoc(rel, job_dir, tname, rkey, error) for rel, tname, rkey, error in found])
+        for name, flags, found in raw]
+    if _early_reads is not None:
+        _early_reads[1].listed(listed)
+    return said, listed
+
+
+def take_early_reads(job_dir: str) -> EarlyReads | None:
+    """The records the early child is making of `job_dir`'s trials, for the scan that just took
+    its listing; None when there are none (the caller must `close()` what it takes)."""
+    global _early_reads
+    if _early_reads is None or _early_reads[1].rels is None:
+        return None
+    try:
+        st = os.stat(job_dir)
+    except OSError:
+        return None
+    ident, reads = _early_reads
+    if ident != (st.st_dev, st.st_ino):
+        return None
+    _early_reads = None
+    reads.arrive()
+    return reads
+
+
+def drop_early_reads() -> None:
+    """Stop the early child's reading: nothing will take its records."""
+    global _early_reads
+    if _early_reads is not None:
+        _early_reads[1].close()
+        _early_reads = None
 
 
 def _found(name: str, found: list[TrialLoc]) -> int | list[tuple[str, str, FileKey, str | None]]:

@@ -38,8 +38,9 @@ from datetime import datetime
 from typing import Any
 
 from services.core.config import Config
-from services.core.models import NO_REWARD_NOR_EXCEPTION, Experiment, State, Trial, TrialStatus, experiment_key
-from services.core.policy import HARBOR_RESUME_DEFAULT_FILTER, Policy, failure_class, should_retry
+from services.core.failures import NO_REWARD_NOR_EXCEPTION, failure_class
+from services.core.models import Experiment, State, Trial, TrialStatus, experiment_key
+from services.core.policy import HARBOR_RESUME_DEFAULT_FILTER, Policy, should_retry
 from services.core.source import Source, SourceUnavailable, source_host
 from services.remediations.errors import WriteRefused
 from services.remediations.job_commands import TemplateError, commands_for, expand, program_missing, runner_of

@@ -7,7 +7,8 @@ from datetime import datetime
 
 from services.audit.alignment import AlignmentResult
 from services.core.alignment import outcome
-from services.core.models import NO_REWARD_NOR_EXCEPTION, AuditReport, Experiment, State, Trial, TrialStatus
+from services.core.failures import NO_REWARD_NOR_EXCEPTION
+from services.core.models import AuditReport, Experiment, State, Trial, TrialStatus
 from services.core.policy import HASH_BENCHMARK_RE, Policy
 from services.core.times import as_utc
 from services.report.model import (

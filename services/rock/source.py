@@ -23,9 +23,10 @@ from pydantic import ValidationError
 
 from services.core.census import take_census
 from services.core.config import RockConfig
+from services.core.failures import failure_class
 from services.core.models import Experiment, Snapshot, SourceError, State, Trial, TrialStatus
 from services.core.paths import UnsafePath, inside
-from services.core.policy import Policy, failure_class
+from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, TrialFile, no_progress
 from services.rock.formats import (
     NoSuchExperiment,

@@ -29,9 +29,9 @@ from textual.widgets import Static
 
 from services.core.census import census_words
 from services.core.diagnosis import score_effect
+from services.core.failures import FAILURE_CLASS_MEANING
 from services.core.models import Experiment, Trial, TrialStatus
 from services.core.paths import UnsafePath, inside
-from services.core.policy import FAILURE_CLASS_MEANING
 from services.core.source import TrialFile
 from services.core.text import term_safe
 from services.transport.fs import JobFS

@@ -100,9 +100,9 @@ def test_garbage_everywhere_in_batch_is_never_a_traceback(tmp_path: Path, capsys
 
 
 def test_a_huge_result_file_is_refused_not_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from services.harbor import scan as harbor
+    from services.harbor import fast_record
 
-    monkeypatch.setattr(harbor, "MAX_RESULT_BYTES", 1024)
+    monkeypatch.setattr(fast_record, "MAX_RESULT_BYTES", 1024)
     job = JobBuilder(tmp_path)
     job.add("big", raw_result=b'{"pad": "' + b"x" * 4096 + b'"}', name="big__AAAAAAA")
     exp = scan_one(job.write())

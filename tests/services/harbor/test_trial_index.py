@@ -88,6 +88,29 @@ def test_deltas_match_a_fresh_pass(seed: int) -> None:
         assert got.cost_usd == pytest.approx(cen.cost_usd)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_fresh_census_is_the_add_loop_to_the_last_bit(seed: int) -> None:
+    """take_census counts in bulk; Census.add is what deltas use: the same figures, float sums
+    bit for bit, counter keys in the same order (most_common breaks ties by it)."""
+    from services.core.census import Census
+
+    rng = random.Random(seed)
+    trials = [_trial(rng, i) for i in range(300)]
+    for t in trials[::7]:
+        object.__setattr__(t, "failure_class", rng.choice(["verifier_failed", "model_provider_failed", None]))
+    collapse_copies(trials)
+    policy = Policy()
+    looped = Census(benign=frozenset(policy.benign_exceptions))
+    for t in trials:
+        looped.add(t)
+    bulk = take_census(trials, policy)
+    assert bulk == looped
+    for name in ("per_task", "invalid_kinds", "infra", "models", "sources"):
+        assert list(getattr(bulk, name).items()) == list(getattr(looped, name).items()), name
+    assert (bulk.reward_sum, bulk.cost_usd) == (looped.reward_sum, looped.cost_usd)
+    assert bulk.copies and bulk.infra and bulk.no_verifier and bulk.invalid_kinds
+
+
 def test_an_incremental_rescan_equals_a_fresh_scan(tmp_path_factory: pytest.TempPathFactory, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
     import os
