@@ -214,8 +214,7 @@ class Recorder:
     """What a full run of a replayable audit collects on the way, to leave a replay file."""
 
     def __init__(self, argv: list[str], watch: list[tuple[str, str, str]], sources: Iterable[str]) -> None:
-        from services.remediations.records import QUARANTINE_DIR
-        from services.remediations.resume import aside_root
+        from services.remediations.records import QUARANTINE_DIR, aside_root
 
         self.argv = argv
         # taken before anything is read: a change during the run makes the file stale, never wrong

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -323,6 +322,8 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
     cfg_path = config_file(str(path) if path is not None else None, environ)
     data: dict[str, Any] = {}
     if cfg_path.exists():
+        import tomllib  # (here: most batch runs have no config file, and it costs 5 ms to import)
+
         try:
             data = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:

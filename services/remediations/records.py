@@ -28,6 +28,23 @@ from services.transport.fs import JobFS
 QUARANTINE_DIR = ".evaldesk-quarantine"
 
 
+def aside_root(job_dir: str) -> str:
+    """Where a job's set-aside trials and records live: beside it, never inside it."""
+    return posixpath.join(posixpath.dirname(job_dir.rstrip("/")), QUARANTINE_DIR,
+                          posixpath.basename(job_dir.rstrip("/")))
+
+
+def job_of_record_dir(record_dir: str) -> str:
+    """The job dir a record dir belongs to, for either quarantine layout."""
+    q = posixpath.dirname(record_dir.rstrip("/"))
+    if posixpath.basename(q) == QUARANTINE_DIR:
+        return posixpath.dirname(q)  # <job>/.evaldesk-quarantine/<record>
+    top = posixpath.dirname(q)
+    if posixpath.basename(top) == QUARANTINE_DIR:
+        return posixpath.join(posixpath.dirname(top), posixpath.basename(q))
+    return q
+
+
 RECORD_FILE = "record.json"
 
 
@@ -270,5 +287,23 @@ async def records_in(fs: JobFS, job_dir: str, problems: list[str] | None = None)
             if problems is not None:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 problems.append(f"cannot read the record in {store.dir}: {why}")
+            continue
+    return out
+
+
+async def aside_records(fs: JobFS, job_dir: str) -> list[Record]:
+    """Records kept beside a job (resumes), newest first; unreadable ones skipped."""
+    root = aside_root(job_dir)
+    try:
+        names = await fs.list_dir(root)
+    except OSError:
+        return []
+    out = []
+    for name in sorted(names, reverse=True):
+        if name.startswith("."):
+            continue
+        try:
+            out.append(await RecordStore(fs, posixpath.join(root, name)).load())
+        except (OSError, ValueError):
             continue
     return out

@@ -21,7 +21,7 @@ from services.remediations import command as _command  # noqa: F401  (registers 
 from services.remediations import job_step as _job_step  # noqa: F401  (registers the `job_command` step)
 from services.remediations.base import Progress, WritePath
 from services.remediations.errors import WriteRefused
-from services.remediations.records import Plan, Record, records_in
+from services.remediations.records import Plan, Record, aside_records, records_in
 from services.remediations.steps import StepContext
 from services.transport.fs import JobFS
 
@@ -109,8 +109,6 @@ async def apply(action: str, plan_: Plan, exp_id: str, source: Source, config: C
 async def records_for(fs: JobFS, job_dir: str, problems: list[str] | None = None) -> list[Record]:
     """Every record of writes to a job, newest first: those in its quarantine and those kept
     beside it (a resume's: inside the job, Harbor's resume would delete them)."""
-    from services.remediations.resume import aside_records
-
     found = await records_in(fs, job_dir, problems) + await aside_records(fs, job_dir)
     return sorted(found, key=lambda r: r.id, reverse=True)
 

@@ -46,7 +46,13 @@ from services.remediations.errors import WriteRefused
 from services.remediations.job_commands import TemplateError, commands_for, expand, program_missing, runner_of
 from services.remediations.job_step import HANDLER
 from services.remediations.lock import LOCK_DIR
-from services.remediations.records import QUARANTINE_DIR, Plan, Record, RecordStore, new_record_id
+from services.remediations.records import (
+    QUARANTINE_DIR,
+    Plan,
+    Record,
+    aside_root,
+    new_record_id,
+)
 from services.remediations.steps import ExternalStep, MoveStep, Step, StepContext
 from services.transport.fs import JobFS
 from services.transport.process import display
@@ -174,41 +180,6 @@ def select_trials(exp: Experiment, policy: Policy | None = None, types: Iterable
                 sel.why[label] = "with no -f Harbor's resume deletes and re-runs it"
         sel.left = +sel.left
     return sel
-
-
-def aside_root(job_dir: str) -> str:
-    """Where a job's set-aside trials and records live: beside it, never inside it."""
-    return posixpath.join(posixpath.dirname(job_dir.rstrip("/")), QUARANTINE_DIR,
-                          posixpath.basename(job_dir.rstrip("/")))
-
-
-def job_of_record_dir(record_dir: str) -> str:
-    """The job dir a record dir belongs to, for either quarantine layout."""
-    q = posixpath.dirname(record_dir.rstrip("/"))
-    if posixpath.basename(q) == QUARANTINE_DIR:
-        return posixpath.dirname(q)  # <job>/.evaldesk-quarantine/<record>
-    top = posixpath.dirname(q)
-    if posixpath.basename(top) == QUARANTINE_DIR:
-        return posixpath.join(posixpath.dirname(top), posixpath.basename(q))
-    return q
-
-
-async def aside_records(fs: JobFS, job_dir: str) -> list[Record]:
-    """Records kept beside a job (resumes), newest first; unreadable ones skipped."""
-    root = aside_root(job_dir)
-    try:
-        names = await fs.list_dir(root)
-    except OSError:
-        return []
-    out = []
-    for name in sorted(names, reverse=True):
-        if name.startswith("."):
-            continue
-        try:
-            out.append(await RecordStore(fs, posixpath.join(root, name)).load())
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 @dataclass

@@ -18,14 +18,8 @@ from services.harbor.source import HarborSource
 from services.remediations import registry
 from services.remediations.base import WritePath
 from services.remediations.errors import WriteRefused
-from services.remediations.records import QUARANTINE_DIR
-from services.remediations.resume import (
-    NO_RESULT,
-    UNREADABLE,
-    aside_root,
-    job_of_record_dir,
-    select_trials,
-)
+from services.remediations.records import QUARANTINE_DIR, aside_root, job_of_record_dir
+from services.remediations.resume import NO_RESULT, UNREADABLE, select_trials
 from tests.support.harbor_factory import T0, JobBuilder, tasks, tree
 from tests.support.standin_tools import use_standins, without_standins
 
