@@ -210,6 +210,8 @@ def _main(argv: list[str] | None, early: bool) -> int:
         from tui.batch import run_batch
 
         args.argv = argv  # what the audit replay keys a remembered run by
+        # the process leaves with os._exit once the command returns (entry, _quick_exit)
+        args.leaves_quickly = early and args.command in READ_ONLY_COMMANDS
         return run_batch(args, config)
     from tui.app import run_app
 

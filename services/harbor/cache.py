@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import fields
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +38,20 @@ STALE_DAYS = 30
 BUSY_TIMEOUT_S = 2.0
 
 
+# the modules a record's content depends on (services/harbor/records.py and what it imports of
+# evaldesk; a test holds the two equal), plus Harbor's error-policy table
+PARSER_MODULES = ("services.harbor.files", "services.harbor.records", "services.harbor.fast_record",
+                  "services.core.failures", "services.core.models", "services.core.stamps",
+                  "services.core.policy")
+
+
 def _parser_version() -> str:
-    # the records depend on the parser's code and Harbor's error-policy table: hash their source
-    here = Path(__file__).resolve().parent
+    # the records depend on the parser's code: hash its source
+    root = Path(__file__).resolve().parent.parent.parent
     h = hashlib.sha256(f"schema {SCHEMA}".encode())
-    for p in (here / "files.py", here / "records.py", here.parent / "core" / "policy.py",
-              here.parent / "core" / "models.py"):
+    for name in PARSER_MODULES:
         with contextlib.suppress(OSError):
-            h.update(p.read_bytes())
+            h.update((root / (name.replace(".", "/") + ".py")).read_bytes())
     return h.hexdigest()[:20]
 
 
@@ -56,6 +63,9 @@ def version() -> str:
     if _VERSION is None:
         _VERSION = _parser_version()
     return _VERSION
+
+
+_rel_of = itemgetter(1)
 
 
 def _b(s: str) -> bytes:
@@ -225,8 +235,11 @@ class ParseCache:
                 if drop:
                     db.executemany("DELETE FROM trials WHERE job = ? AND rel = ?", [(jb, _b(r)) for r in drop])
                 if put:
-                    db.executemany("INSERT OR REPLACE INTO trials VALUES (?, ?, ?, ?)",
-                                   [(jb, _b(rel), key, rec) for rel, key, rec in put])
+                    rows = [(jb, _b(rel), key, rec) for rel, key, rec in put]
+                    # in key order: the B-tree takes them ~1.4x faster than out of order (an
+                    # early read hands its trials over from the last backwards)
+                    rows.sort(key=_rel_of)
+                    db.executemany("INSERT OR REPLACE INTO trials VALUES (?, ?, ?, ?)", rows)
                 db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?)", (jb, time.time()))
         except sqlite3.OperationalError as exc:
             if _busy(exc):

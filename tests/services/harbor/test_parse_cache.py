@@ -152,6 +152,17 @@ def test_a_new_version_drops_the_old_records(tmp_path: Path) -> None:
     db.close()
 
 
+def test_the_version_covers_every_module_a_record_depends_on() -> None:
+    from services.harbor.cache import PARSER_MODULES, _parser_version
+
+    probe = ("import sys; before = set(sys.modules); import services.harbor.records; "
+             "print(' '.join(m for m in set(sys.modules) - before if m.startswith('services.') and m.count('.') == 2))")
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert "services.harbor.fast_record" in p.stdout.split()
+    assert set(p.stdout.split()) <= set(PARSER_MODULES)
+    assert len(_parser_version()) == 20
+
+
 def test_no_cache_reads_every_file(tmp_path: Path) -> None:
     d = _job(tmp_path)
     HarborSource(d).scan_sync()
