@@ -78,6 +78,12 @@ def read_back(shared: mmap.mmap, locs: Sequence[TrialLoc], parent: int, give_up_
     passes before the scanner came for them."""
     from services.harbor.fast_record import early_record
 
+    if not locs:
+        return
+    try:
+        job_fd = os.open(locs[0].job, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return  # (the scanner reads them all)
     slots = _slots(shared)
     n = len(locs)
     pos = _DATA
@@ -95,7 +101,7 @@ def read_back(shared: mmap.mmap, locs: Sequence[TrialLoc], parent: int, give_up_
             for j in range(i - 1, lo - 1, -1):
                 loc = locs[j]
                 try:
-                    rec = early_record(f"{loc.job}/{loc.rel}", loc.rel, loc.name, loc.rkey)  # type: ignore[arg-type]
+                    rec = early_record(job_fd, loc.rel, loc.name, loc.rkey)  # type: ignore[arg-type]
                 except Exception:
                     rec = None
                 size = 8 + (len(rec) if rec is not None else 0)
@@ -110,6 +116,7 @@ def read_back(shared: mmap.mmap, locs: Sequence[TrialLoc], parent: int, give_up_
             i = lo
     finally:
         slots.release()
+        os.close(job_fd)
 
 
 class EarlyReads:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from services.core.failures import NO_REWARD_NOR_EXCEPTION, failure_class
-from services.core.stamps import file_key, key_mtime, key_size
+from services.core.stamps import key_mtime, key_size
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 # services.core.models.Trial's fields in order (a test holds them equal), and the record's: the
@@ -216,20 +216,42 @@ def _pick_record() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
 _record_values = _pick_record()
 
 
-def early_record(trial_dir: str, rel: str, name: str, rkey: int) -> bytes | None:
-    """The cache record (records.py `encode`) of the finished trial at `trial_dir` whose
-    result.json has key `rkey`; None when it needs more than the fast path (its config, the
-    pydantic mirror, an unreadable file): the scanner reads that one itself."""
-    rbytes, rerr = read_file(trial_dir + "/result.json", rkey)
-    if rbytes is None or rerr is not None or b'"task_name"' not in rbytes:
+_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # (never wait on a fifo)
+
+
+def early_record(job_fd: int, rel: str, name: str, rkey: int) -> bytes | None:
+    """The cache record (records.py `encode`) of the finished trial `rel` of the job dir open as
+    `job_fd`, whose result.json has key `rkey`; None when it is anything but the plain case (its
+    size changed, it needs its config or the pydantic mirror, it cannot be read): the scanner
+    reads that one itself. Paths are opened relative to the job dir (~1 µs less per trial)."""
+    size = key_size(rkey)
+    if size > MAX_RESULT_BYTES:
         return None
-    ckey = file_key(trial_dir + "/config.json")
-    mtime = max((key_mtime(k) for k in (rkey, ckey) if k is not None and k >= 0), default=0) or None
+    try:
+        fd = os.open(rel + "/result.json", _OPEN, dir_fd=job_fd)
+    except OSError:
+        return None
+    try:
+        rbytes = os.read(fd, size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(rbytes) != size or b'"task_name"' not in rbytes:
+        return None
+    mtime = key_mtime(rkey)
+    try:
+        st = os.stat(rel + "/config.json", dir_fd=job_fd)
+        if stat.S_ISREG(st.st_mode):
+            mtime = max(mtime, st.st_mtime_ns / 1e9)  # (as key_mtime reads a key's mtime)
+    except OSError:
+        pass
     try:
         raw = orjson.loads(rbytes)
         if type(raw) is not dict:
             return None
-        return orjson.dumps(_record_values(fast_values(rel, name, raw, mtime, _same, _same, "valid", "errored")))
+        return orjson.dumps(_record_values(fast_values(rel, name, raw, mtime or None, _same, _same, "valid",
+                                                       "errored")))
     except (orjson.JSONDecodeError, Slow, TypeError):
         return None
 

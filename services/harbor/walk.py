@@ -384,7 +384,7 @@ def prelist(dirs: Iterable[str]) -> None:
 
     global _prelisted, _early_reads
     _prelisted = ((st.st_dev, st.st_ino), collect)
-    _early_reads = None
+    drop_early_reads()  # (one early child at a time: a process prelists once, tests many times)
     if shared is not None:
         _early_reads = ((st.st_dev, st.st_ino), early_read.EarlyReads(pid, shared))
 

@@ -44,6 +44,8 @@ def varied_job(root: Path) -> Path:
     job.add("untold", raw_result=json.dumps({"verifier_result": {"rewards": {"reward": 1.0}}}).encode(),
             name="untold__AAAAAAA")
     varied = job.write()
+    newer = next(p for p in sorted(varied.iterdir()) if p.name.startswith("ok-")) / "config.json"
+    os.utime(newer, (time.time() + 60, time.time() + 60))  # its mtime is the trial's, not result.json's
     for p in d.iterdir():
         os.rename(p, varied / p.name)
     return varied
@@ -120,14 +122,16 @@ def test_early_records_are_the_scanners_records_byte_for_byte(tmp_path: Path) ->
     listed = walk.list_job(str(job), [])
     assert listed is not None
     made = refused = 0
+    job_fd = os.open(job, os.O_RDONLY | os.O_DIRECTORY)
     for loc in early_read.parseable(listed):
         assert loc.rkey is not None
-        rec = fast_record.early_record(loc.abs, loc.rel, loc.name, loc.rkey)
+        rec = fast_record.early_record(job_fd, loc.rel, loc.name, loc.rkey)
         if rec is None:
             refused += 1
             continue
         assert rec == encode(_load_trial(loc, _ckey(loc, None))), loc.rel
         made += 1
+    os.close(job_fd)
     assert made >= 82 and refused >= len(GARBAGE) - 4  # junk and the untold trial are left to the scan
 
 
