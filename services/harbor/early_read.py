@@ -9,7 +9,7 @@ for the child's last few records.
 
 Claims: the scanner takes indices below `front`, the child those from `back` up; each only ever
 moves its own bound towards the other's and stops when they meet. Reading the other's bound late
-can make both read one trial (harmless: the scanner keeps one, its own first), never neither:
+can make both read one trial (harmless: the scanner keeps the first it has), never neither:
 once the scanner sees back <= front, every index is someone's. A record the child could not make
 (None), one it never got to (it failed, ran out of room, or was stopped) and anything outside its
 listing are read by the scanner itself, so a failing child costs only the saving.
@@ -36,6 +36,11 @@ class TrialLoc(Protocol):
     rkey: int | None
     error: str | None
 
+
+# x86 cores see each other's stores in the order they were made, so a record is whole once the
+# slot that publishes it says so; elsewhere that would need barriers Python does not give, and the
+# scanner reads every trial itself
+ORDERED_STORES = os.uname().machine in ("x86_64", "AMD64", "i386", "i686")
 # a first read this big makes its Trials once the parsing is done (services/harbor/scan.py): the
 # early records are for the smaller reads, which a batch command on one job mostly is
 SETTLE_MIN = 50_000
@@ -155,10 +160,14 @@ class EarlyReads:
         """(index, record or None) for each record the child published since the last call."""
         end = self._slots[_END]
         shared = self.shared
+        n = len(self.rels or ())
         pos = self._read
         while pos + 8 <= end:
             j = int.from_bytes(shared[pos: pos + 4], "little")
             size = int.from_bytes(shared[pos + 4: pos + 8], "little")
+            if j >= n or (size != _NONE and pos + 8 + size > end):
+                pos = end = -1  # (never written so: take nothing more, the scanner reads the rest)
+                break
             if size == _NONE:
                 pos += 8
                 yield j, None
@@ -166,7 +175,7 @@ class EarlyReads:
             rec = shared[pos + 8: pos + 8 + size]
             pos += 8 + size
             yield j, rec
-        self._read = pos
+        self._read = pos if pos >= 0 else len(shared)
 
     def finish(self) -> Iterator[tuple[int, bytes | None]]:
         """Stop the child and wait for it (it is at most one claim from done); then its last records."""

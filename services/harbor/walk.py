@@ -333,7 +333,7 @@ def prelist(dirs: Iterable[str]) -> None:
         mem = os.memfd_create("evaldesk-listing", os.MFD_CLOEXEC)
     except (AttributeError, OSError):
         return
-    shared = early_read.shared_memory()
+    shared = early_read.shared_memory() if early_read.ORDERED_STORES else None
     ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
     parent = os.getpid()
     try:
@@ -352,7 +352,7 @@ def prelist(dirs: Iterable[str]) -> None:
                 (e.name, (_DIR if e.is_dir(follow_symlinks=False) else 0) | (_LINK if e.is_symlink() else 0),
                  _found(e.name, found)) for e, found in listed]
             locs = early_read.parseable(listed) if listed is not None and shared is not None else []
-            reading = shared is not None and 0 < len(locs) < early_read.SETTLE_MIN
+            reading = shared is not None and 0 < len(locs) < early_read.SETTLE_MIN and early_read.ORDERED_STORES
             if reading:
                 early_read.offer(shared, len(locs))  # type: ignore[arg-type]
             # (CLOCK_MONOTONIC is one clock for every process of the machine)
@@ -391,15 +391,9 @@ def prelist(dirs: Iterable[str]) -> None:
 
 def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[TrialLoc]]]] | None:
     global _prelisted, _early_reads
-    if _prelisted is None:
+    if _prelisted is None or not _is_dir(_prelisted[0], job_dir):
         return None
-    try:
-        st = os.stat(job_dir)
-    except OSError:
-        return None
-    ident, collect = _prelisted
-    if ident != (st.st_dev, st.st_ino):
-        return None
+    collect = _prelisted[1]
     _prelisted = None  # taken once: the next scan lists the job itself
     got = collect()  # (waits for the child if it is still at it: it had a head start)
     if got is None or time.monotonic() - got[0] > PRELIST_FRESH_S or got[2] is None:
@@ -424,18 +418,21 @@ def take_early_reads(job_dir: str) -> EarlyReads | None:
     """The records the early child is making of `job_dir`'s trials, for the scan that just took
     its listing; None when there are none (the caller must `close()` what it takes)."""
     global _early_reads
-    if _early_reads is None or _early_reads[1].rels is None:
+    if _early_reads is None or _early_reads[1].rels is None or not _is_dir(_early_reads[0], job_dir):
         return None
-    try:
-        st = os.stat(job_dir)
-    except OSError:
-        return None
-    ident, reads = _early_reads
-    if ident != (st.st_dev, st.st_ino):
-        return None
+    reads = _early_reads[1]
     _early_reads = None
     reads.arrive()
     return reads
+
+
+def _is_dir(ident: tuple[int, int], job_dir: str) -> bool:
+    # (st_dev, st_ino): any spelling of the path the command line gave
+    try:
+        st = os.stat(job_dir)
+    except OSError:
+        return False
+    return ident == (st.st_dev, st.st_ino)
 
 
 def drop_early_reads() -> None:

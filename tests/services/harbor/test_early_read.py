@@ -192,3 +192,28 @@ def test_a_child_nobody_comes_for_stops(tmp_path: Path, monkeypatch: pytest.Monk
     else:
         pytest.fail("the child went on reading for nobody")
     walk._early_reads[1]._reaped = True  # (reaped here)
+
+
+def test_records_that_were_never_written_so_are_not_taken(tmp_path: Path) -> None:
+    # what the child publishes is read only as far as it makes sense: an index outside its
+    # listing or a record running past what was published stops the taking (the scan reads the rest)
+    job = JobBuilder(tmp_path / "jobs", lean=True)
+    job.add_many(["a", "b", "c"], 1)
+    d = job.write()
+    listed = walk.list_job(str(d), [])
+    assert listed is not None
+    shared = early_read.shared_memory()
+    assert shared is not None
+    reads = early_read.EarlyReads(os.getpid(), shared)  # (no child: stop() finds none to wait for)
+    reads.listed(listed)
+    slots = early_read._slots(shared)
+    pos = early_read._DATA
+    for j, size, rec in ((2, 3, b"abc"), (1, early_read._NONE, b""), (7, 3, b"xyz"), (0, 3, b"def")):
+        shared[pos: pos + 8] = j.to_bytes(4, "little") + size.to_bytes(4, "little")
+        shared[pos + 8: pos + 8 + len(rec)] = rec
+        pos += 8 + len(rec)
+    slots[early_read._END] = pos
+    assert list(reads.records()) == [(2, b"abc"), (1, None)]
+    assert list(reads.records()) == []  # and nothing after it either
+    slots.release()
+    reads.close()
