@@ -132,7 +132,7 @@ def trial_json(exp: Experiment, t: Trial) -> dict[str, Any]:
     return d
 
 
-_LEFT_FOR_EXIT: list[object] = []
+_LEFT_FOR_EXIT: list[object] = []  # what a read-only command read, kept until os._exit (see _run)
 # what a command imports once its sources are read: loaded while the first one is (see _scan_all)
 _FOLLOWS: dict[str, tuple[str, ...]] = {
     "list": ("tui.batch_records", "tui.batch_leaderboard"),

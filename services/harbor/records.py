@@ -28,7 +28,8 @@ from typing import Any
 import orjson
 
 from services.core.models import Trial, TrialStatus
-from services.harbor.fast_record import FIELDS, RECORD, Slow, fast_values
+from services.harbor.fast_record import FIELDS, Slow, fast_values
+from services.harbor.fast_record import RECORD as _RECORD
 from services.harbor.files import parse_trial
 
 if tuple(Trial.model_fields) != FIELDS:  # (fast_record.py names them without importing pydantic)
@@ -38,8 +39,6 @@ _set = object.__setattr__
 _intern = sys.intern
 _STATUS = {s.value: s for s in TrialStatus}
 _VALID, _ERRORED = TrialStatus.valid, TrialStatus.errored
-# the record leaves out what a scan derives (attempt, copy_of) and what it knows (path)
-_RECORD = RECORD
 _DATES = {"started_at", "finished_at"}
 _SHARED_STR = {"task_name", "exception_type", "failure_class", "model_name", "agent_name", "source"}
 
@@ -134,10 +133,9 @@ def fast_trial(
     return compact(parse_trial(rel, dir_name, result_bytes, config_bytes, mtime, result_error))
 
 
-_date = datetime.fromisoformat
-
-
 # -- the cache's record --------------------------------------------------------------------
+
+_date = datetime.fromisoformat
 
 _DATE_POS = tuple(i for i, f in enumerate(_RECORD) if f in _DATES)
 _STATUS_POS = _RECORD.index("status")

@@ -518,7 +518,6 @@ class HarborScanner:
                 continue
             to_parse.append(item)
         total = len(to_parse)
-        put: list[tuple[str, bytes, bytes]] = []
         unsaved = 0
         n_checked = len(checked)
         settled = False
@@ -534,41 +533,8 @@ class HarborScanner:
             progress(0, total, f"reading {total} trial files in {os.path.basename(self.job_dir)}")
             if self._early is not None:  # the child that listed the job early reads it too
                 unsaved += self._read_early(self._early, to_parse, changed, replaced, progress)
-                to_parse = []
-            # a big cold read splits the files with a forked reader on a second core; the forked reader
-            # takes the larger share, as the scanner also decodes its records and writes the cache
-            split = _my_share(total)
-            reader = _ForkedReader.start(to_parse[split:]) if len(to_parse) >= PARALLEL_MIN else None
-            mine = to_parse[: split] if reader is not None else to_parse
-            chunk = 2000
-            done = 0
-            for i in range(0, len(mine), chunk):
-                for loc, ckey, key in mine[i: i + chunk]:
-                    unsaved += self._take(loc, ckey, key, _load_trial(loc, _ckey(loc, ckey)), changed, replaced, put)
-                done += len(mine[i: i + chunk])
-                if put and self.cache is not None:
-                    self.cache.store(self.job_dir, put, [])  # chunk by chunk: memory stays flat
-                    put = []
-                progress(done, total, "reading trials")
-            if reader is not None:
-                for (loc, ckey, key), rec in zip(to_parse[split:], reader.collect(), strict=True):
-                    got: Trial | None = None
-                    if rec is not None:
-                        try:
-                            got = decode(loc.rel, rec)
-                        except (ValueError, KeyError, TypeError, IndexError):
-                            got = None
-                    if got is None:  # the forked reader could not hand this one over: read it here
-                        got = _load_trial(loc, _ckey(loc, ckey))
-                        rec = None
-                    unsaved += self._take(loc, ckey, key, got, changed, replaced, put, rec)
-                    if len(put) >= chunk and self.cache is not None:
-                        self.cache.store(self.job_dir, put, [])
-                        put = []
-                if put and self.cache is not None:
-                    self.cache.store(self.job_dir, put, [])
-                    put = []
-                progress(total, total, "reading trials")
+            else:
+                unsaved += self._read_forked(to_parse, changed, replaced, progress)
         self.files_read += total
         gone_trials = [by_path[rel] for rel in gone if rel in by_path]
         # the volatile set and the ring of finished trials follow what was just seen
@@ -699,6 +665,48 @@ class HarborScanner:
         if put and self.cache is not None:
             self.cache.store(self.job_dir, put, [])
         progress(total, total, "reading trials")
+        return unsaved
+
+    def _read_forked(self, to_parse: list[tuple[TrialLoc, FileKey, int]], changed: list[Trial],
+                     replaced: list[Trial], progress: ProgressFn) -> int:
+        """Read `to_parse`, sharing it with a forked reader when it is big; the number that could
+        not be cached."""
+        put: list[tuple[str, bytes, bytes]] = []
+        unsaved = 0
+        # a big cold read splits the files with a forked reader on a second core; the forked reader
+        # takes the larger share, as the scanner also decodes its records and writes the cache
+        total = len(to_parse)
+        split = _my_share(total)
+        reader = _ForkedReader.start(to_parse[split:]) if total >= PARALLEL_MIN else None
+        mine = to_parse[: split] if reader is not None else to_parse
+        chunk = 2000
+        done = 0
+        for i in range(0, len(mine), chunk):
+            for loc, ckey, key in mine[i: i + chunk]:
+                unsaved += self._take(loc, ckey, key, _load_trial(loc, _ckey(loc, ckey)), changed, replaced, put)
+            done += len(mine[i: i + chunk])
+            if put and self.cache is not None:
+                self.cache.store(self.job_dir, put, [])  # chunk by chunk: memory stays flat
+                put = []
+            progress(done, total, "reading trials")
+        if reader is not None:
+            for (loc, ckey, key), rec in zip(to_parse[split:], reader.collect(), strict=True):
+                got: Trial | None = None
+                if rec is not None:
+                    try:
+                        got = decode(loc.rel, rec)
+                    except (ValueError, KeyError, TypeError, IndexError):
+                        got = None
+                if got is None:  # the forked reader could not hand this one over: read it here
+                    got = _load_trial(loc, _ckey(loc, ckey))
+                    rec = None
+                unsaved += self._take(loc, ckey, key, got, changed, replaced, put, rec)
+                if len(put) >= chunk and self.cache is not None:
+                    self.cache.store(self.job_dir, put, [])
+                    put = []
+            if put and self.cache is not None:
+                self.cache.store(self.job_dir, put, [])
+            progress(total, total, "reading trials")
         return unsaved
 
     def _read_early(self, early: EarlyReads, to_parse: list[tuple[TrialLoc, FileKey, int]], changed: list[Trial],

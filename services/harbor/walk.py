@@ -352,9 +352,10 @@ def prelist(dirs: Iterable[str]) -> None:
                 (e.name, (_DIR if e.is_dir(follow_symlinks=False) else 0) | (_LINK if e.is_symlink() else 0),
                  _found(e.name, found)) for e, found in listed]
             locs = early_read.parseable(listed) if listed is not None and shared is not None else []
-            reading = shared is not None and 0 < len(locs) < early_read.SETTLE_MIN and early_read.ORDERED_STORES
-            if reading:
-                early_read.offer(shared, len(locs))  # type: ignore[arg-type]
+            if shared is not None and 0 < len(locs) < early_read.SETTLE_MIN:
+                early_read.offer(shared, len(locs))
+            else:
+                locs = []
             # (CLOCK_MONOTONIC is one clock for every process of the machine)
             done = time.monotonic()
             view = memoryview(marshal.dumps((done, said, raw)))
@@ -363,8 +364,8 @@ def prelist(dirs: Iterable[str]) -> None:
             os.write(ready_w, b"1")
             os.close(ready_w)
             code = 0
-            if reading:
-                early_read.read_back(shared, locs, parent, done + PRELIST_FRESH_S)  # type: ignore[arg-type]
+            if locs and shared is not None:
+                early_read.read_back(shared, locs, parent, done + PRELIST_FRESH_S)
         finally:
             os._exit(code)
     os.close(ready_w)
