@@ -13,16 +13,14 @@ host may lose it; a task root on this machine keeps it beside its tasks
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from services.aisbench.formats import TaskRow, TaskTableFile
 from services.core.config import Config
+from services.core.statefile import locked, write_atomic
 from services.core.xdg import state_dir
 
 LOCAL_TABLE = ".evaldesk-tasks.json"
@@ -70,21 +68,11 @@ class TaskTable:
     def put(self, row: TaskRow) -> None:
         """Insert or replace one row; atomic (temp file, fsync, rename), mode 600."""
         row = row.model_copy(update={"where": self.where, "task_root": self.task_root})
-        rows = [r for r in self._load_all()
-                if not (r.id == row.id and r.where == row.where and r.task_root == row.task_root)]
-        rows.append(row)
-        data = TaskTableFile(tasks=rows).model_dump(mode="json", exclude_none=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with locked(self.path):  # (two launches at once both land)
+            rows = [r for r in self._load_all()
+                    if not (r.id == row.id and r.where == row.where and r.task_root == row.task_root)]
+            rows.append(row)
+            data = TaskTableFile(tasks=rows).model_dump(mode="json", exclude_none=True)
+            text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+            write_atomic(self.path, text.encode("utf-8"), mode=0o600)

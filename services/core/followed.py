@@ -7,12 +7,11 @@ a resume submitted from the console is still followed after evaldesk restarts.
 
 from __future__ import annotations
 
-import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from services.core.statefile import read_json, update_json
 from services.core.xdg import state_dir
 
 LOCAL = "local"
@@ -27,23 +26,20 @@ def _key(host: str | None, job_dir: str) -> str:
 
 
 def _load() -> dict[str, Any]:
-    try:
-        data = json.loads(_path().read_bytes())
-    except (OSError, ValueError):
-        return {}
+    data = read_json(_path(), {})
     return data if isinstance(data, dict) else {}
 
 
 def follow(host: str | None, job_dir: str, slurm_job_id: str, record: str | None = None) -> None:
     """From now on, `job_dir` on `host` is tracked under `slurm_job_id`."""
-    data = _load()
-    data[_key(host, job_dir)] = {"slurm_job_id": slurm_job_id, "record": record,
-                                 "since": datetime.now(UTC).isoformat()}
-    path = _path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=True) + "\n")
-    os.replace(tmp, path)
+    entry = {"slurm_job_id": slurm_job_id, "record": record, "since": datetime.now(UTC).isoformat()}
+
+    def add(data: Any) -> dict[str, Any]:
+        data = data if isinstance(data, dict) else {}
+        data[_key(host, job_dir)] = entry
+        return data
+
+    update_json(_path(), add, {})
 
 
 def followed_job(host: str | None, job_dir: str) -> str | None:

@@ -11,7 +11,6 @@ the target is left exactly as it was, and the story stays on this machine and in
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 import uuid
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from services.core.statefile import write_atomic
 from services.core.xdg import state_dir
 from services.remediations.steps import MAX_READ_BYTES, Step
 from services.transport.fs import JobFS
@@ -225,11 +225,7 @@ class RecordIndex:
             "experiment": record.experiment, "status": record.status, "created_at": record.created_at,
             "n_steps": len(record.plan.steps), "n_done": record.n_done, "location": dict(location),
         }
-        tmp = self._path(record.id).with_suffix(".tmp")
-        tmp.write_bytes(dump_json(entry))
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path(record.id))
+        write_atomic(self._path(record.id), dump_json(entry))
 
     def forget(self, record_id: str) -> None:
         """Drop an entry whose record never took effect (its write refused before any change)."""

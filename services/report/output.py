@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +15,7 @@ from services.audit.verdict import audit_experiment
 from services.core.baselines import Baseline
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
+from services.core.statefile import write_atomic
 from services.core.xdg import data_dir
 from services.report.build import build_report
 from services.report.html import render_html
@@ -61,15 +60,5 @@ def write_text_atomic(path: Path, text: str) -> Path:
     """Write `text` to `path` whole or not at all (a half-written report never sits there)."""
     path = path.expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text.encode("utf-8"))
     return path.resolve()

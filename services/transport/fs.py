@@ -15,7 +15,6 @@ caps the size and gives up after a timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import errno
 import hashlib
@@ -25,10 +24,10 @@ import stat as st_mod
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from services.core.statefile import TMP_MARK, fsync_dir, write_atomic
+
 READ_TIMEOUT_S = 30.0
 
-# the marker in the name of every temporary file evaldesk writes before a rename
-TMP_MARK = ".evaldesk-tmp-"
 
 # Named points on the write path where the process can be made to die (SIGKILL) or stop
 # (SIGSTOP): how the kill tests prove that every interruption is recoverable.
@@ -107,10 +106,6 @@ class JobFS(Protocol):
     async def remove_file(self, path: str) -> None: ...
 
 
-def _tmp_name(path: str) -> str:
-    return os.path.join(os.path.dirname(path), f"{tmp_prefix(path)}{os.getpid()}")
-
-
 def _load_renameat2() -> Any:
     try:
         return ctypes.CDLL(None, use_errno=True).renameat2
@@ -136,19 +131,6 @@ def rename_noreplace(src: str, dst: str) -> None:
     if os.path.lexists(dst):
         raise FileExistsError(errno.EEXIST, "refusing to overwrite", dst)
     os.rename(src, dst)
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path or ".", os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on a dir; the rename itself is still atomic
-        pass
-    finally:
-        os.close(fd)
 
 
 class LocalFS:
@@ -233,9 +215,9 @@ class LocalFS:
         def _mv() -> None:
             # a rename or nothing: a copy-then-delete that fails halfway leaves the trial twice
             rename_noreplace(src, dst)
-            _fsync_dir(os.path.dirname(dst))
+            fsync_dir(os.path.dirname(dst))
             if os.path.dirname(src) != os.path.dirname(dst):
-                _fsync_dir(os.path.dirname(src))
+                fsync_dir(os.path.dirname(src))
 
         await asyncio.to_thread(_mv)
 
@@ -245,7 +227,7 @@ class LocalFS:
     async def mkdir_exclusive(self, path: str) -> None:
         def _mk() -> None:
             os.mkdir(path)
-            _fsync_dir(os.path.dirname(path))
+            fsync_dir(os.path.dirname(path))
 
         await asyncio.to_thread(_mk)
 
@@ -253,29 +235,8 @@ class LocalFS:
         await asyncio.to_thread(os.rmdir, path)
 
     async def write_bytes_atomic(self, path: str, data: bytes) -> None:
-        def _write() -> None:
-            tmp = _tmp_name(path)
-            try:
-                mode = st_mod.S_IMODE(os.stat(path).st_mode)
-            except FileNotFoundError:
-                mode = None
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    if mode is not None:
-                        os.fchmod(fh.fileno(), mode)  # the umask narrowed what os.open set
-                    os.fsync(fh.fileno())
-                checkpoint(f"write:{os.path.basename(path)}")
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.remove(tmp)
-                raise
-            _fsync_dir(os.path.dirname(path))
-
-        await asyncio.to_thread(_write)
+        await asyncio.to_thread(write_atomic, path, data,
+                                before_replace=lambda: checkpoint(f"write:{os.path.basename(path)}"))
 
     async def append_durable(self, path: str, data: bytes) -> None:
         def _append() -> None:
@@ -289,7 +250,7 @@ class LocalFS:
             finally:
                 os.close(fd)
             if new:  # the file's name must survive a crash as well as its bytes
-                _fsync_dir(os.path.dirname(path))
+                fsync_dir(os.path.dirname(path))
 
         await asyncio.to_thread(_append)
 
