@@ -58,7 +58,7 @@ def synthetic_experiment(n: int, seed: int = 3) -> Experiment:
                                                       else TrialStatus.errored)
         started = NOW - timedelta(seconds=rng.uniform(600, 90_000))
         name = f"{task[:32].rstrip('_-')}__{i:07d}"
-        trials.append(Trial.model_construct(
+        trials.append(Trial(
             trial_name=name, task_name=task, path=name, status=status, reward=reward, rewards={},
             exception_type=exc, exception_message=f"{exc}: synthetic" if exc else None,
             failure_class=failure_class(exc), parse_error=None, started_at=started,

@@ -16,3 +16,13 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     # the console draws as in a modern terminal whatever shell runs the tests (a test of the
     # 16-colour look sets TEXTUAL_COLOR_SYSTEM itself)
     monkeypatch.setenv("TEXTUAL_COLOR_SYSTEM", "truecolor")
+
+
+@pytest.fixture(autouse=True)
+def _files_written_by_a_test_count_as_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test's job dirs are milliseconds old, so every one of their files is within the racy
+    window (services/harbor/walk.py RACY_S) and read again by every scan: tests that count
+    reads would count that. Tests of the rule itself set the window back."""
+    from services.harbor import walk
+
+    monkeypatch.setattr(walk, "RACY_S", 0.0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 import sys
@@ -140,22 +139,14 @@ def test_a_local_audit_of_one_harbor_job_loads_only_what_it_needs(tmp_path: Path
     assert (code, heavy) == ("0", ""), p.stderr
 
 
-def test_the_early_steps_are_light_and_belong_to_backends() -> None:
-    # services/core/early.py runs before the rest of evaldesk loads: what it names must import
-    # the standard library only (and evaldesk's own standard-library helpers), or it costs the
-    # time it is meant to save
-    from services.core.early import EARLY
-    from services.core.registry import BACKENDS
-
-    backends = {name for name, _ in BACKENDS}
-    probe = ("import sys; before = set(sys.modules); import importlib; "
-             "[importlib.import_module(m) for m in sys.argv[1:]]; "
+def test_the_walk_is_the_standard_library_on_python_3_6() -> None:
+    # the walk is also the remote program a cluster login node's python3 runs as it is
+    walk = ROOT / "services" / "harbor" / "walk.py"
+    probe = ("import sys, runpy; before = set(sys.modules); runpy.run_path(sys.argv[1]); "
              "print(' '.join(sorted(m for m in set(sys.modules) - before "
-             "if m.split('.')[0] in ('pydantic', 'rich', 'textual', 'orjson', 'asyncssh', 'httpx'))))")
-    for backend, module, name in EARLY:
-        assert backend in backends and callable(getattr(importlib.import_module(module), name))
-    # (and the shared memory the listing child reads into: services/harbor/walk.py prelist)
-    p = subprocess.run([sys.executable, "-c", probe, "services.core.early", "services.harbor.early_read",
-                        *(m for _, m, _ in EARLY)],
-                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+             "if m.split('.')[0] not in sys.stdlib_module_names)))")
+    p = subprocess.run([sys.executable, "-c", probe, str(walk)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "", p.stdout + p.stderr
+    v = subprocess.run([sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", "--no-tips",
+                        "--violations", "-t=3.6-", str(walk)], capture_output=True, text=True, timeout=120)
+    assert v.returncode == 0, v.stdout + v.stderr

@@ -30,11 +30,9 @@ from services.core.models import (
 from services.core.registry import open_sources
 from services.core.source import Source, SourceUnavailable
 from services.core.text import SafeLines, dumps, term_safe
-from services.core.xdg import config_file, default_baselines_dir, state_dir
 from services.remediations.errors import LockHeld, ReadOnly, StepFailed, TargetUnwritable, WriteRefused
 from services.remediations.records import Plan, Record
 from tui import interrupt
-from tui.batch_replay import Counted, Recorder, Tee, candidate, pre_watch
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -55,11 +53,9 @@ class Progress:
         self.mode = mode
         self.err = err
         self._last = 0.0
-        self.noted = False
 
     def note(self, message: str) -> None:
         """A line a person must see whatever the progress mode (it goes to stderr)."""
-        self.noted = True
         self.err.write(f"evaldesk: {message}\n")
         self.err.flush()
 
@@ -126,13 +122,12 @@ def report_json(r: AuditReport) -> dict[str, Any]:
 
 
 def trial_json(exp: Experiment, t: Trial) -> dict[str, Any]:
-    d = t.model_dump(mode="json")
+    d = t.to_json()
     d["experiment"] = exp.id
     d["duration_s"] = t.duration_s
     return d
 
 
-_LEFT_FOR_EXIT: list[object] = []  # what a read-only command read, kept until os._exit (see _run)
 # what a command imports once its sources are read: loaded while the first one is (see _scan_all)
 _FOLLOWS: dict[str, tuple[str, ...]] = {
     "list": ("tui.batch_records", "tui.batch_leaderboard"),
@@ -194,10 +189,6 @@ def _run_batch(args: Any, config: Config, out: IO[str], err: IO[str]) -> int:
             reconfigure(errors="backslashreplace")
     fmt = args.format or ("table" if out.isatty() else "json")
     progress = Progress(args.progress or ("text" if err.isatty() else "none"), err)
-    recorder = _replay_recorder(args, config, out)
-    tee, counted = (Tee(out), Counted(err)) if recorder is not None else (None, None)
-    if tee is not None and counted is not None:
-        out, err = cast(IO[str], tee), cast(IO[str], counted)  # (progress lines do not count)
     # piped tables keep whole lines (COLUMNS, else wide) so grep and diff see one row per line
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
     console = cast("Console", _LazyConsole(file=out, width=width, no_color=not out.isatty()))
@@ -233,10 +224,7 @@ def _run_batch(args: Any, config: Config, out: IO[str], err: IO[str]) -> int:
         # the handlers share one signature; the alignment enrichment rides on the namespace
         args.audit_context = baseline_context(found)
     try:
-        code = interrupt.run(_run(args, config, fmt, progress, console, out, err))
-        if recorder is not None and tee is not None and counted is not None and not (counted.lines or progress.noted):
-            recorder.remember("".join(tee.parts), code)
-        return code
+        return interrupt.run(_run(args, config, fmt, progress, console, out, err))
     except SourceUnavailable as exc:
         say(err, f"cannot read {exc.where}: {exc.message}")
         return EXIT_USAGE
@@ -264,19 +252,6 @@ def _run_batch(args: Any, config: Config, out: IO[str], err: IO[str]) -> int:
 
         err.write(f"evaldesk: {describe_error(exc)}\n")
         return EXIT_USAGE
-
-
-def _replay_recorder(args: Any, config: Config, out: IO[str]) -> Recorder | None:
-    """A Recorder when this run may leave an audit replay (tui/batch_replay.py); it stamps
-    the config, the baselines and the write records now, before anything is read."""
-    argv = getattr(args, "argv", None)
-    if args.command != "audit" or argv is None or not config.scan_cache or not candidate(argv, out):
-        return None
-    baselines = args.baseline or config.baselines_dir or str(default_baselines_dir())
-    watch = pre_watch(str(config_file(args.config, os.environ)), str(baselines), str(state_dir() / "records"))
-    recorder = Recorder(argv, watch, args.sources)
-    args.replay = recorder  # the scan and the audit tell it what they found
-    return recorder
 
 
 def _run_monitor(args: Any, config: Config, out: IO[str]) -> int:
@@ -325,34 +300,11 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
 
         await notice_pending(write_path_for(args, config), exps, err)
         code = await _dispatch(args, config, cmd, check_id, exps, fmt, console, out, err, progress)
-        recorder: Recorder | None = getattr(args, "replay", None)
-        if recorder is not None:
-            await _tell_recorder(recorder, write_path_for(args, config), exps, problems)
         # a dir under SOURCE that exists but cannot be read is an unreadable source (DESIGN 7)
         return EXIT_USAGE if any(e.unreadable for e in problems) else code
     finally:
         for src in sources:
             await src.close()
-        if getattr(args, "leaves_quickly", False):
-            # freeing a 20k-trial scan object by object takes ~5 ms the process is about to
-            # spare itself (tui/cli.py _quick_exit)
-            _LEFT_FOR_EXIT.append((snaps, sources))
-
-
-async def _tell_recorder(recorder: Recorder, write_path: Any, exps: list[tuple[Source, Experiment]],
-                         problems: list[Any]) -> None:
-    from tui.batch_records import writes_unfinished
-
-    for src, e in exps:
-        # a job dir given as the SOURCE itself, with nothing to say, read by a source that can
-        # tell it unchanged later (local Harbor job dirs; anything else has no replay_stamp)
-        stamp = getattr(src, "replay_stamp", None)
-        if stamp is not None and e.path == getattr(src, "root", None) and not e.problems and not problems:
-            recorder.job(e.path, stamp(e.path))
-        else:
-            recorder.settled = False
-    if recorder.settled and await writes_unfinished(write_path, [e.path for _, e in exps]):
-        recorder.settled = False
 
 
 async def _dispatch(args: Any, config: Config, cmd: str, check_id: str, exps: list[tuple[Source, Experiment]],
@@ -365,8 +317,6 @@ async def _dispatch(args: Any, config: Config, cmd: str, check_id: str, exps: li
         from tui.batch_leaderboard import leaderboard_context
 
         context = await leaderboard_context(config, [e for _, e in exps], err)
-        if context is not None and getattr(args, "replay", None) is not None:
-            args.replay.settled = False  # rows on a server: their state is not on this disk
         audits = {"list": _list, "audit": _audit}[cmd]
         return int(await audits(args, config, exps, fmt, console, out, progress, context))
     from tui.batch_resume import run_resume

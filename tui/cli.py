@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="PATH", help="config file (default $XDG_CONFIG_HOME/evaldesk/config.toml)")
     p.add_argument("--read-only", action="store_true", help="disable every write")
     p.add_argument("--no-cache", action="store_true",
-                   help="read every trial file again: no parse cache, no audit replay ($XDG_CACHE_HOME/evaldesk)")
+                   help="read every trial file again: no parse cache ($XDG_CACHE_HOME/evaldesk)")
     p.add_argument("--ssh-config", metavar="FILE", help="read this ssh config instead of ~/.ssh/config (like ssh -F)")
     p.add_argument("--batch", choices=BATCH_COMMANDS, metavar="COMMAND", dest="command",
                    help="run headless: " + ", ".join(BATCH_COMMANDS))
@@ -109,15 +109,13 @@ def _demo(argv: list[str]) -> int:
 
 # Commands that only read and print: once they return, everything they have to say is written
 READ_ONLY_COMMANDS = ("list", "audit", "trials")
-# Commands that start by reading every trial of the job dirs they are given
-SCANNING_COMMANDS = ("audit", "trials")
 
 
 def entry() -> None:
     """The process entry point (the `evaldesk` script, `python -m tui.cli`)."""
     argv = sys.argv[1:]
     try:
-        code = main(argv, early=True)
+        code = main(argv)
         if _read_only_batch(argv):
             _quick_exit(code)
     except BrokenPipeError:
@@ -130,7 +128,6 @@ def entry() -> None:
 
 
 def _read_only_batch(argv: list[str]) -> bool:
-    # from argv, not the parsed args: an audit replay answers before anything is parsed
     for i, a in enumerate(argv):
         if a == "--batch":
             return i + 1 < len(argv) and argv[i + 1] in READ_ONLY_COMMANDS
@@ -152,18 +149,16 @@ def _quick_exit(code: int) -> None:
     os._exit(code)
 
 
-def main(argv: list[str] | None = None, early: bool = False) -> int:
-    """`early`: the process is evaldesk alone (its entry point), so it may fork a helper before
-    loading the rest of evaldesk."""
+def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(argv, early)
+        return _main(argv)
     except KeyboardInterrupt:
         from tui.interrupt import exit_interrupted
 
         exit_interrupted()
 
 
-def _main(argv: list[str] | None, early: bool) -> int:
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
@@ -171,19 +166,8 @@ def _main(argv: list[str] | None, early: bool) -> int:
         from tui.serve import serve
 
         return serve(argv[1:])
-    if any(a == "--batch" or a.startswith("--batch=") for a in argv):
-        from tui.batch_replay import replay
-
-        # an audit whose every input is as the last run found them: print that run's output
-        code = replay(argv, sys.stdout, sys.stderr)
-        if code is not None:
-            return code
     # intermixed: `fix CHECK_ID --apply SOURCE` puts an option between positionals
     args = build_parser().parse_intermixed_args(argv)
-    if early and args.command in SCANNING_COMMANDS and args.sources:
-        from services.core.early import start
-
-        start(args.sources)  # e.g. the job dirs are listed on a second core while the rest loads
     # imported here, not at the top, so a Ctrl+C while they load is caught like any other
     from services.core.config import ConfigError, load_config
 
@@ -209,9 +193,6 @@ def _main(argv: list[str] | None, early: bool) -> int:
             args.sources = sources
         from tui.batch import run_batch
 
-        args.argv = argv  # what the audit replay keys a remembered run by
-        # the process leaves with os._exit once the command returns (entry, _quick_exit)
-        args.leaves_quickly = early and args.command in READ_ONLY_COMMANDS
         return run_batch(args, config)
     from tui.app import run_app
 

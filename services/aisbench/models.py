@@ -9,6 +9,7 @@ prediction would be finer, but AISBench writes no per-sample verdict unless aske
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -25,18 +26,19 @@ RESUME = "aisbench_resume"
 VIEW_DIR = "by-dataset"
 
 
+@dataclass(slots=True, kw_only=True)
 class DatasetTrial(Trial):
     kind: Literal["accuracy", "perf", "swebench", "unknown"] = "unknown"
-    metric: str | None = Field(None, description="the headline metric's name (accuracy, pass@1 …)")
-    metrics: dict[str, float] = Field(default_factory=dict, description="every numeric result, percentages")
-    perf_common: dict[str, str] = Field(default_factory=dict, description="perf summary figures with units")
-    perf_stats: dict[str, dict[str, float | None]] = Field(
-        default_factory=dict, description="TTFT/TPOT/E2EL/ITL … → Median/P75/P90/P99 … in the CSV's unit")
-    perf_units: dict[str, str] = Field(default_factory=dict)
-    swebench: dict[str, int] = Field(default_factory=dict, description="resolved/total/error … instances")
+    metric: str | None = None  # the headline metric's name (accuracy, pass@1 …)
+    metrics: dict[str, float] = field(default_factory=dict)  # every numeric result, percentages
+    perf_common: dict[str, str] = field(default_factory=dict)  # perf summary figures with units
+    # TTFT/TPOT/E2EL/ITL … → Median/P75/P90/P99 … in the CSV's unit
+    perf_stats: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    perf_units: dict[str, str] = field(default_factory=dict)
+    swebench: dict[str, int] = field(default_factory=dict)  # resolved/total/error … instances
     predictions: PredictionCounts | None = None
     error_code: str | None = None
-    files: dict[str, str] = Field(default_factory=dict, description="role → file relative to the task dir")
+    files: dict[str, str] = field(default_factory=dict)  # role → file relative to the task dir
 
 
 class TaskInfo(BaseModel):

@@ -198,7 +198,7 @@ class Config(BaseModel):
     hosts: list[HostConfig] = Field(default_factory=list)
     read_only: bool = False
     scan_cache: bool = Field(
-        True, description="keep parsed trials and audit replays in $XDG_CACHE_HOME/evaldesk (--no-cache)")
+        True, description="keep parsed trials in $XDG_CACHE_HOME/evaldesk (--no-cache)")
     usernames: list[str] = Field(default_factory=list, description="whose leaderboard rows are ours")
     poll_interval_s: float = Field(10.0, gt=0)
     ssh_config: str | None = Field(None, description="like ssh -F; default ~/.ssh/config")

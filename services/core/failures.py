@@ -1,6 +1,5 @@
 """Failure classes: Harbor's error-policy groups named for what they mean to an operator, and the
-class of an exception type. Standard library only: a trial's record is classified with them
-before the rest of evaldesk loads (services/harbor/fast_record.py)."""
+class of an exception type (the trial parser, services/harbor/parse.py, classifies with them)."""
 
 from __future__ import annotations
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr
 
 # the parse note of a trial that ended with neither a reward nor an exception: errored, but
 # not "unreadable" (its result.json parsed fine)
@@ -36,21 +37,24 @@ class TrialStatus(StrEnum):
     running = "running"  # config.json without result.json
 
 
-class Trial(BaseModel):
-    """One trial attempt: one trial dir, as read from its files."""
+@dataclass(slots=True)
+class Trial:
+    """One trial attempt: one trial dir, as read from its files.
 
-    model_config = ConfigDict(extra="ignore")
+    A plain slotted dataclass, not a pydantic model: a 100k-trial job keeps 100k of them for as
+    long as the console runs (~220 bytes each instead of ~1.8 KB), and the parser builds them
+    from values it has already checked (services/harbor/parse.py)."""
 
     trial_name: str
     task_name: str
-    path: str = Field(description="trial dir relative to the job dir, POSIX separators")
+    path: str  # trial dir relative to the job dir, POSIX separators
     status: TrialStatus
     reward: float | None = None
-    rewards: dict[str, float] = Field(default_factory=dict)
+    rewards: dict[str, float] = field(default_factory=dict)
     exception_type: str | None = None
     exception_message: str | None = None
     failure_class: str | None = None
-    parse_error: str | None = Field(None, description="why result.json could not be read")
+    parse_error: str | None = None  # why result.json could not be read
     started_at: datetime | None = None
     finished_at: datetime | None = None
     n_input_tokens: int | None = None
@@ -59,11 +63,11 @@ class Trial(BaseModel):
     cost_usd: float | None = None
     model_name: str | None = None
     agent_name: str | None = None
-    source: str | None = Field(None, description="Harbor's dataset name for the trial")
-    mtime: float | None = Field(None, description="newest mtime of the trial's result/config files")
-    attempt: int = Field(1, description="1-based attempt number within its task, earliest first")
-    copy_of: str | None = Field(None, description="the original's path when this is a staged copy")
-    state_raw: str | None = Field(None, description="the source's own word for the attempt, e.g. Rock's dispatched")
+    source: str | None = None  # Harbor's dataset name for the trial
+    mtime: float | None = None  # mtime of the file the trial's state was read from
+    attempt: int = 1  # 1-based attempt number within its task, earliest first
+    copy_of: str | None = None  # the original's path when this is a staged copy
+    state_raw: str | None = None  # the source's own word for the attempt, e.g. Rock's dispatched
 
     @property
     def duration_s(self) -> float | None:
@@ -77,6 +81,20 @@ class Trial(BaseModel):
     @property
     def is_copy(self) -> bool:
         return self.copy_of is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, as JSON values (times in ISO 8601, the status as its word)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, datetime):
+                v = v.isoformat()
+            elif isinstance(v, StrEnum):
+                v = v.value
+            elif isinstance(v, dict):
+                v = dict(v)
+            out[f.name] = v
+        return out
 
 
 class TrialCounts(BaseModel):

@@ -13,8 +13,6 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# (kept in a module of their own, importing nothing heavy: an early reader classifies with them
-# before pydantic loads; services/harbor/fast_record.py)
 from services.core.failures import FAILURE_CLASSES
 
 # Exception types whose reward Harbor treats as a valid measurement (has_valid_reward=True

@@ -1,5 +1,4 @@
-"""evaldesk's folders on this machine, by the XDG base-directory spec (standard library only:
-the audit replay finds its files before anything else is imported)."""
+"""evaldesk's folders on this machine, by the XDG base-directory spec."""
 
 from __future__ import annotations
 

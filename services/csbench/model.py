@@ -9,6 +9,7 @@ are never serialised into batch output.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -104,5 +105,6 @@ class CampaignExperiment(Experiment):
     facts: CampaignFacts = Field(exclude=True)
 
 
+@dataclass(slots=True, kw_only=True)
 class RunTrial(Trial):
-    run: RunFacts = Field(exclude=True)
+    run: RunFacts

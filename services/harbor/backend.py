@@ -12,8 +12,7 @@ from services.core.config import Config, HostConfig
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
 from services.core.source import Source
-from services.harbor.scan import find_job_dirs, looks_like_job_dir
-from services.harbor.source import HarborSource
+from services.harbor.source import HarborSource, find_job_dirs, looks_like_job_dir
 
 # the SSH side (asyncssh, ~0.25 s to import) loads only when a host is read: a local batch
 # command starts that much sooner

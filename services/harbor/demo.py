@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from services.core.times import DEMO_NOW
-from services.harbor.files import parse_trial
+from services.harbor.parse import parse_trial
 from services.harbor.stats import eval_key, job_stats
 
 _VERBS = ["fix", "build", "configure", "debug", "migrate", "optimize", "recover", "secure", "port", "profile"]

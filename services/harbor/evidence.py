@@ -6,7 +6,7 @@ from __future__ import annotations
 from services.core.models import Trial, TrialStatus
 from services.core.paths import UnsafePath, inside
 from services.core.source import TrialEvidence, TrialFile
-from services.harbor.files import ExceptionInfo, TrialResultFile, load_json
+from services.harbor.parse import exception_details
 from services.transport.fs import JobFS
 
 TRIAL_FILES: tuple[TrialFile, ...] = (
@@ -44,13 +44,11 @@ async def read_evidence(fs: JobFS, job_dir: str, trial: Trial) -> TrialEvidence:
         try:
             st = await fs.stat(result_path)
             if st is not None and st.size <= MAX_RESULT_BYTES and not st.is_dir:
-                parsed = TrialResultFile.model_validate(load_json(await fs.read_bytes(result_path)))
-                ei: ExceptionInfo | None = parsed.exception_info
-                if ei is not None:
-                    ev.exception_type = ev.exception_type or ei.exception_type
-                    ev.exception_message = ev.exception_message or ei.exception_message
-                    if not ev.traceback and ei.exception_traceback:
-                        ev.traceback = ei.exception_traceback
+                kind, message, traceback = exception_details(await fs.read_bytes(result_path))
+                ev.exception_type = ev.exception_type or kind
+                ev.exception_message = ev.exception_message or message
+                if not ev.traceback and traceback:
+                    ev.traceback = traceback
             elif st is None:
                 ev.problems.append("result.json: missing")
         except Exception as exc:

@@ -6,16 +6,59 @@ import asyncio
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.policy import Policy
-from services.core.source import ProgressFn, TrialEvidence, no_progress
+from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress
 from services.harbor import walk
 from services.harbor.cache import ParseCache
 from services.harbor.evidence import TRIAL_FILES, read_evidence
-from services.harbor.scan import DEFAULT_VERIFY_WINDOW_S, HarborScanner, find_job_dirs_and_unreadable
+from services.harbor.scan import DEFAULT_VERIFY_WINDOW_S, HarborScanner
 from services.transport.fs import JobFS, LocalFS
 from services.transport.process import LocalRunner, Runner
+
+# threads that read a big batch of trial files: on a cold disk (GPFS, NFS, a dropped page cache)
+# the reads wait on the device, and many in flight at once is what makes a first read fast
+READ_THREADS = 16
+
+
+def find_job_dirs(root: str) -> list[str]:
+    """The job dirs under a local path; raises SourceUnavailable when it cannot be read."""
+    try:
+        return walk.find_jobs(walk.LocalFS(), root)[0]
+    except walk.WalkError as exc:
+        raise SourceUnavailable(exc.where, exc.message) from None
+
+
+def looks_like_job_dir(path: str) -> bool:
+    fs = walk.LocalFS()
+    listing = fs.list([path])[0]
+    return isinstance(listing, list) and walk.is_job_dir(fs, path, listing)
+
+
+def collect(scanners: dict[str, HarborScanner], jobs: list[str], make: Any, label: str,
+            progress: ProgressFn) -> tuple[list[Experiment], list[SourceError], dict[str, Any]]:
+    """Scan each job dir with its scanner (made by `make(job)` the first time); the scanners of
+    job dirs that are gone are dropped."""
+    experiments: list[Experiment] = []
+    errors: list[SourceError] = []
+    stats: dict[str, Any] = {"trial_dirs": 0, "files_read": 0, "cache_hits": 0, "verified": 0}
+    for job in jobs:
+        scanner = scanners.get(job)
+        if scanner is None:
+            scanner = scanners[job] = make(job)
+        try:
+            exp, st = scanner.scan(label, progress)
+        except OSError as exc:
+            errors.append(SourceError(source=label, where=job, message=str(exc)))
+            continue
+        experiments.append(exp)
+        for k in ("trial_dirs", "files_read", "cache_hits", "verified"):
+            stats[k] += st.get(k, 0)
+    for gone in set(scanners) - set(jobs):
+        del scanners[gone]
+    return experiments, errors, stats
 
 
 class HarborSource:
@@ -29,13 +72,15 @@ class HarborSource:
     kind = "harbor"
 
     def __init__(self, root: str | Path, policy: Policy | None = None, label: str | None = None, *,
-                 cache: bool | ParseCache = True, verify_window_s: float = DEFAULT_VERIFY_WINDOW_S) -> None:
+                 cache: bool | ParseCache = True, verify_window_s: float = DEFAULT_VERIFY_WINDOW_S,
+                 read_threads: int = READ_THREADS) -> None:
         self.root = os.path.abspath(os.path.expanduser(str(root)))
         self.policy = policy or Policy()
         self.label = label or self.root
         self.verify_window_s = verify_window_s
         self.cache: ParseCache | None = (cache if isinstance(cache, ParseCache)
                                          else ParseCache(self.root) if cache else None)
+        self.walk_fs = walk.LocalFS(threads=read_threads)
         self._scanners: dict[str, HarborScanner] = {}
         self._present: set[str] | None = None  # the job dirs the last scan found
         self._fs = LocalFS()
@@ -55,47 +100,29 @@ class HarborSource:
         for scanner in self._scanners.values():
             scanner.verify_all()
 
-    def replay_stamp(self, job_dir: str) -> tuple[str, str] | None:
-        """How the audit replay (tui/batch_replay.py) tells this job unchanged: the stamp function
-        and the stamp as the last scan found the job (its trial keys taken before reading); None
-        when the job is not settled (a trial runs, a file is odd) or was not scanned."""
-        scanner = self._scanners.get(job_dir)
-        digest = scanner.settled_digest() if scanner is not None else None
-        return (walk.STAMPER, walk.settled_stamp(digest, job_dir)) if digest is not None else None
-
     def scan_sync(self, progress: ProgressFn = no_progress) -> Snapshot:
         taken = datetime.now(UTC)
-        job_dirs, unreadable = find_job_dirs_and_unreadable(self.root)
-        experiments: list[Experiment] = []
-        errors: list[SourceError] = [
-            SourceError(source=self.label, where=path, message=f"cannot read: {why}", unreadable=True)
-            for path, why in unreadable
-        ]
-        stats: dict[str, float] = {"trial_dirs": 0, "files_read": 0, "cache_hits": 0, "verified": 0}
-        if not job_dirs and not unreadable:
+        try:
+            jobs, unreadable = walk.find_jobs(self.walk_fs, self.root)
+        except walk.WalkError as exc:
+            raise SourceUnavailable(exc.where, exc.message) from None
+        errors = [SourceError(source=self.label, where=path, message=f"cannot read: {why}", unreadable=True)
+                  for path, why in unreadable]
+        if not jobs and not unreadable:
             errors.append(SourceError(source=self.label, where=self.root, message="no Harbor job dirs found"))
-        for job_dir in job_dirs:
-            scanner = self._scanners.get(job_dir)
-            if scanner is None:
-                scanner = self._scanners[job_dir] = HarborScanner(
-                    job_dir, self.policy, self.cache, verify_window_s=self.verify_window_s)
-            try:
-                exp, st = scanner.scan(self.label, progress)
-            except OSError as exc:
-                errors.append(SourceError(source=self.label, where=job_dir, message=str(exc)))
-                continue
-            experiments.append(exp)
-            for k in stats:
-                stats[k] += st.get(k, 0)
-        for gone in set(self._scanners) - set(job_dirs):
-            del self._scanners[gone]
-        present = set(job_dirs) | {path for path, _ in unreadable}
+
+        def make(job: str) -> HarborScanner:
+            return HarborScanner(self.walk_fs, job, self.policy, self.cache, self.verify_window_s)
+
+        experiments, more, stats = collect(self._scanners, jobs, make, self.label, progress)
+        present = set(jobs) | {path for path, _ in unreadable}
         if self.cache is not None and present != self._present:
             self._present = present
             self.cache.forget_jobs_except(present)  # job dirs gone from the root leave the cache
         if self.cache is not None and self.cache.problem:
-            stats["cache_problem"] = self.cache.problem  # type: ignore[assignment]
-        return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
+            stats["cache_problem"] = self.cache.problem
+        return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors + more,
+                        stats=stats)
 
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
         return await asyncio.to_thread(self.scan_sync, progress or no_progress)

@@ -1,72 +1,253 @@
 """`harbor+ssh`: Harbor job dirs on a remote host, read with one remote command per scan.
 
-The scan runs services.harbor.remote_program's program through the host's pooled connection, feeds the
-bytes through the same parse/assemble code as the local source, then (only when some eval
-names a SLURM job that is not known to be over) asks the scheduler in one more command.
+The remote program is the walk itself (services/harbor/walk.py, sent as it is to the host's
+python3, 3.6 or newer, through a one-line bootstrap: nothing is written there). The request
+follows it on stdin as JSON, so paths travel as data, never through a shell. For each job it
+already holds, the client sends per-bucket digests of its trials' keys; the host walks the job
+and sends the files of the trials in every bucket whose digest differs (an unchanged job costs
+the digests), which go through the same parser and assembly as a local scan. A host without
+python3 is read over SFTP with the same walk and scanner as local disk.
 
-When the host cannot be reached, the last good Snapshot is returned with every experiment's
-`stale_since` set and the error listed; with no good Snapshot yet, SourceUnavailable is raised.
-The pool reconnects with backoff on a later scan.
+SLURM state comes from one more command, only when some eval names a job not known to be over.
+When the host cannot be reached, the last good Snapshot is returned with `stale_since` set.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
+import shlex
 import time
+import zlib
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import asyncssh
+import orjson
 
 from services.core.followed import followed_on
 from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.policy import Policy
-from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence
+from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress
+from services.harbor import walk
+from services.harbor.assemble import assemble_experiment
 from services.harbor.evidence import TRIAL_FILES, read_evidence
-from services.harbor.remote_program import PYTHON_MISSING_RC, ProtocolError, RemoteScanClient, remote_command
-from services.harbor.sftp_source import SFTPWalker
+from services.harbor.parse import parse_trial
+from services.harbor.scan import HarborScanner
+from services.harbor.source import collect
 from services.transport.fs import JobFS
 from services.transport.process import Runner, SSHRunner
-from services.transport.sftp import SFTPFS
+from services.transport.sftp import SFTPFS, SFTPWalkFS
 from services.transport.slurm import SlurmToolsMissing, SlurmTracker, apply_state, job_id_for
 from services.transport.ssh import HostSpec, SSHPool, shared_pool
 
 KIND = "harbor+ssh"
+PYTHON_MISSING_RC = 127
+# reads the program's length, then the program, from stdin, and runs it as __main__ (serve());
+# the request follows it
+BOOTSTRAP = ("import sys,zlib;n=int(sys.stdin.buffer.readline());"
+             "exec(compile(zlib.decompress(sys.stdin.buffer.read(n)),'<evaldesk-walk>','exec'))")
+_PROGRAM_Z = zlib.compress(Path(walk.__file__).read_bytes(), 9)
+
+
+def remote_command(python: str = "python3") -> str:
+    return f"{shlex.quote(python)} -c {shlex.quote(BOOTSTRAP)}"
+
+
+class ProtocolError(Exception):
+    """The remote reply does not follow the protocol (truncated, garbled, wrong version)."""
+
+
+def _key(raw: Any) -> int | None:
+    return None if raw is None else int(raw)
+
+
+@dataclass
+class _Held:
+    rkey: int | None
+    ckey: int | None
+    trial: Trial
+    racy: bool
+
+
+@dataclass
+class _Job:
+    trials: dict[str, _Held] = field(default_factory=dict)
+    files: dict[str, tuple[int | None, bytes | None, str | None]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    n: int = 0
+
+
+@dataclass
+class RemoteScan:
+    roots: dict[str, list[str]] = field(default_factory=dict)
+    root_errors: dict[str, str] = field(default_factory=dict)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    remote_seconds: float = 0.0
+    python: str = ""
+    trials_sent: int = 0
+
+
+def _lines(stream: bytes) -> list[dict[str, Any]]:
+    z = zlib.decompressobj()
+    try:
+        raw = z.decompress(stream)
+    except zlib.error as exc:
+        raise ProtocolError(f"reply is not a valid zlib stream: {exc}") from None
+    if not z.eof:
+        raise ProtocolError("reply ended early (connection dropped mid-scan?)")
+    out = []
+    for n, line in enumerate(raw.splitlines()):
+        if not line:
+            continue
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            try:  # (a name that is not UTF-8 travels as a \\udcXX escape)
+                out.append(json.loads(line.decode("ascii")))
+            except ValueError:
+                raise ProtocolError(f"reply line {n + 1} is not JSON") from None
+    return out
+
+
+class RemoteClient:
+    """What earlier scans received; builds each request and applies each reply."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.jobs: dict[str, _Job] = {}
+
+    def request(self, roots: list[str]) -> bytes:
+        jobs: dict[str, Any] = {}
+        for path, job in self.jobs.items():
+            nb = walk.n_buckets(len(job.trials))
+            groups: list[list[bytes]] = [[] for _ in range(nb)]
+            for rel, held in job.trials.items():
+                # a racy trial's bucket never matches: the host sends its files again
+                fp = b"racy" if held.racy else walk.fingerprint(rel, held.rkey, held.ckey)
+                groups[walk.bucket_of(rel, nb)].append(fp)
+            files = {name: str(k) for name, (k, _, err) in job.files.items() if k is not None and err is None}
+            jobs[path] = {"nb": nb, "dig": base64.b64encode(b"".join(walk.bucket_digest(g) for g in groups)).decode(),
+                          "files": files}
+        body = json.dumps({"v": walk.PROTOCOL, "roots": roots, "jobs": jobs}).encode("ascii")
+        return str(len(_PROGRAM_Z)).encode() + b"\n" + _PROGRAM_Z + body
+
+    def apply(self, stream: bytes, progress: ProgressFn = no_progress) -> RemoteScan:
+        out = RemoteScan()
+        seen: set[str] = set()
+        job: _Job | None = None
+        path = ""
+        nb, now, done = 0, time.time(), False
+        stale: set[int] | None = None
+        got: set[str] = set()
+        for msg in _lines(stream):
+            t = msg.get("t")
+            if t == "hello":
+                if msg.get("v") != walk.PROTOCOL:
+                    raise ProtocolError(f"remote program speaks version {msg.get('v')}")
+                out.python, now = str(msg.get("py", "")), float(msg.get("now") or now)
+            elif t == "root":
+                if "err" in msg:
+                    out.root_errors[msg["abs"]] = msg["err"]
+                else:
+                    out.roots[msg["abs"]] = list(msg["jobs"])
+                    out.unreadable += [(str(p), str(why)) for p, why in msg.get("unreadable") or ()]
+            elif t == "job":
+                self._finish(path, job, nb, stale, got)
+                path = msg["path"]
+                seen.add(path)
+                nb = int(msg.get("nb") or 0)
+                old = self.jobs.get(path)
+                job = self.jobs[path] = old if old is not None and nb else _Job()
+                stale, got = (set(msg.get("stale") or ()) if nb else None), set()
+                job.problems, job.n = list(msg.get("problems") or ()), int(msg["n"])
+                files = {}
+                for name, entry in (msg.get("files") or {}).items():
+                    prev = job.files.get(name)
+                    files[name] = prev if entry.get("same") and prev is not None else \
+                        (_key(entry.get("k")), walk.unblob(entry.get("d")), entry.get("e"))
+                job.files = files
+                progress(len(seen), None, f"scanned {path}")
+            elif t == "tr":
+                if job is None:
+                    raise ProtocolError("trial line before any job line")
+                rel = msg["rel"]
+                got.add(rel)
+                rkey, ckey = _key(msg.get("rk")), _key(msg.get("ck"))
+                key = rkey if rkey is not None else ckey
+                mtime = walk.key_mtime(key) if key is not None and key >= 0 else None
+                if msg.get("re") is None and rkey is not None and rkey < 0:
+                    msg["re"] = walk.key_problem("result.json", rkey)
+                trial = parse_trial(rel, msg["name"], walk.unblob(msg.get("r")) if rkey is not None else None,
+                                    walk.unblob(msg.get("c")), mtime, msg.get("re"))
+                racy = not (walk.settled(key, now) and (rkey is None or ckey is None or walk.settled(ckey, now)))
+                job.trials[rel] = _Held(rkey, ckey, trial, racy)
+                out.trials_sent += 1
+            elif t == "done":
+                out.remote_seconds, done = float(msg.get("seconds") or 0.0), True
+        self._finish(path, job, nb, stale, got)
+        if not done:
+            raise ProtocolError("reply has no end marker")
+        for gone in set(self.jobs) - seen:
+            del self.jobs[gone]
+        return out
+
+    def _finish(self, path: str, job: _Job | None, nb: int, stale: set[int] | None, got: set[str]) -> None:
+        if job is None:
+            return
+        if stale:
+            for rel in [r for r in job.trials if r not in got and walk.bucket_of(r, nb) in stale]:
+                del job.trials[rel]
+        if len(job.trials) != job.n:  # a digest collision or a protocol slip: the next scan is cold
+            del self.jobs[path]
+            raise ProtocolError(f"{path}: expected {job.n} trials, assembled {len(job.trials)}")
+
+    def experiment(self, path: str, label: str) -> Experiment:
+        """The Experiment of one job dir, built as the local scanner builds it."""
+        job = self.jobs[path]
+        problems = list(job.problems)
+
+        def data(name: str, say: bool = True) -> bytes | None:
+            _, got, err = job.files.get(name, (None, None, None))
+            if err and say:
+                problems.append(err)
+            return got
+
+        trials = [job.trials[rel].trial for rel in sorted(job.trials, key=lambda r: r.split("/"))]
+        return assemble_experiment(
+            job_id=path.rstrip("/").rsplit("/", 1)[-1] or path, path=path, source=KIND, source_label=label,
+            trials=trials, policy=self.policy, config_bytes=data("config.json"), result_bytes=data("result.json"),
+            eval_config_bytes=data("eval_config.json") or data("configs", say=False), env_bytes=data("meta.env"),
+            problems=problems)
 
 
 class SSHHarborSource:
     trial_files = TRIAL_FILES
     kind = KIND
 
-    def __init__(
-        self,
-        spec: HostSpec,
-        paths: list[str],
-        policy: Policy | None = None,
-        label: str | None = None,
-        pool: SSHPool | None = None,
-        python: str = "python3",
-        timeout_s: float = 120.0,
-        slurm_job_id_key: str = "slurm_job_id",
-        slurm_job_ids: dict[str, str] | None = None,
-        slurm: bool = True,
-    ) -> None:
+    def __init__(self, spec: HostSpec, paths: list[str], policy: Policy | None = None, label: str | None = None,
+                 pool: SSHPool | None = None, python: str = "python3", timeout_s: float = 120.0,
+                 slurm_job_id_key: str = "slurm_job_id", slurm_job_ids: dict[str, str] | None = None,
+                 slurm: bool = True) -> None:
         if not paths:
             raise ValueError(f"{spec.label}: no remote paths to read")
-        self.spec = spec
-        self.paths = list(paths)
+        self.spec, self.paths = spec, list(paths)
         self.policy = policy or Policy()
         self.label = label or f"{spec.label}:{','.join(self.paths)}"
         self.pool = pool or shared_pool()
-        self.python = python
-        self.timeout_s = timeout_s
-        self.slurm_job_id_key = slurm_job_id_key
-        self.slurm_job_ids = dict(slurm_job_ids or {})
+        self.python, self.timeout_s = python, timeout_s
+        self.slurm_job_id_key, self.slurm_job_ids = slurm_job_id_key, dict(slurm_job_ids or {})
         self.slurm_enabled = slurm
-        self.client = RemoteScanClient(self.policy)
+        self.client = RemoteClient(self.policy)
         self.slurm = SlurmTracker()
         self.last_good: Snapshot | None = None
         self.failing_since: datetime | None = None
         self._fs: SFTPFS | None = None
-        self._walker: SFTPWalker | None = None  # set once the host turns out to have no python
+        self._walk_fs: SFTPWalkFS | None = None  # set once the host turns out to have no python
+        self._scanners: dict[str, HarborScanner] = {}
 
     @property
     def host(self) -> str:
@@ -78,18 +259,13 @@ class SSHHarborSource:
         """Shown by the UI next to the source: host keys are not being checked."""
         return self.spec.insecure_no_host_key_check
 
-    def _sftp_fs(self) -> SFTPFS:
+    def fs(self) -> JobFS:
         if self._fs is None:
             self._fs = SFTPFS(self.pool, self.spec)
         return self._fs
 
     async def evidence(self, exp: Experiment, trial: Trial) -> TrialEvidence:
         return await read_evidence(self.fs(), exp.path, trial)
-
-    def fs(self) -> JobFS:
-        if self._fs is None:
-            self._fs = SFTPFS(self.pool, self.spec)
-        return self._fs
 
     def runner(self) -> Runner:
         """Where commands on these job dirs run (a resume, a re-run): the host, over the pool."""
@@ -100,7 +276,7 @@ class SSHHarborSource:
 
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
         try:
-            snap = await self._scan(progress)
+            snap = await self._scan(progress or no_progress)
         except SourceUnavailable as exc:
             if self.last_good is None:
                 raise
@@ -110,30 +286,26 @@ class SSHHarborSource:
             for old, new in zip(self.last_good.experiments, stale, strict=True):
                 new.trials = old.trials
             err = SourceError(source=self.label, where=exc.where, message=exc.message)
-            return self.last_good.model_copy(
-                update={"experiments": stale, "errors": [*self.last_good.errors, err],
-                        "stats": {**self.last_good.stats, "stale": True}}
-            )
+            return self.last_good.model_copy(update={"experiments": stale, "errors": [*self.last_good.errors, err],
+                                                     "stats": {**self.last_good.stats, "stale": True}})
         self.failing_since = None
         self.last_good = snap
         return snap
 
-    async def _scan(self, progress: ProgressFn | None) -> Snapshot:
-        taken = datetime.now(UTC)
-        t0 = time.perf_counter()
-        request = self.client.request_bytes(self.paths)
-        if progress:
-            progress(0, None, f"scanning {self.label}")
+    async def _scan(self, progress: ProgressFn) -> Snapshot:
+        taken, t0 = datetime.now(UTC), time.perf_counter()
         host = self.spec.label
-        if self._walker is not None:
-            return await self._scan_over_sftp(taken, t0)
+        progress(0, None, f"scanning {self.label}")
+        if self._walk_fs is not None:
+            return await self._scan_sftp(taken, t0, progress)
+        request = self.client.request(self.paths)
         rc, out, err = await self._run(remote_command(self.python), request)
         if rc == PYTHON_MISSING_RC or (rc != 0 and b"not found" in err and not out):
-            # no Python on the host: read it through SFTP instead, slower but with the same figures
-            self._walker = SFTPWalker(self._sftp_fs().client, self.policy, host)
-            return await self._scan_over_sftp(taken, t0)
+            # no Python on the host: the same walk over SFTP, slower, with the same figures
+            self._walk_fs = SFTPWalkFS(self._sftp(), asyncio.get_running_loop(), timeout_s=self.timeout_s)
+            return await self._scan_sftp(taken, t0, progress)
         try:
-            result = self.client.decode(out, (lambda n, m: progress(n, None, m)) if progress else None)
+            result = self.client.apply(out, progress)
         except ProtocolError as exc:
             last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
             detail = f"; remote said: {last[0][:200]}" if last[0] else ""
@@ -141,76 +313,85 @@ class SSHHarborSource:
                 self.pool.mark_broken(self.spec, "connection dropped mid-scan")
                 raise SourceUnavailable(host, f"connection dropped mid-scan ({exc})") from None
             raise SourceUnavailable(host, f"remote scan failed (exit {rc}): {exc}{detail}") from None
-        errors: list[SourceError] = []
-        experiments: list[Experiment] = []
-        for root, message in result.root_errors.items():
-            errors.append(SourceError(source=self.label, where=f"{host}:{root}", message=message))
-        for path, why in result.unreadable:
-            errors.append(SourceError(source=self.label, where=f"{host}:{path}", message=f"cannot read: {why}",
-                                      unreadable=True))
+        errors = [SourceError(source=self.label, where=f"{host}:{root}", message=message)
+                  for root, message in result.root_errors.items()]
+        errors += [SourceError(source=self.label, where=f"{host}:{path}", message=f"cannot read: {why}",
+                               unreadable=True) for path, why in result.unreadable]
         if result.root_errors and not result.roots:
             first = next(iter(result.root_errors.items()))
             raise SourceUnavailable(f"{host}:{first[0]}", first[1])
+        experiments: list[Experiment] = []
         for root, jobs in result.roots.items():
             if not jobs:
-                where = f"{host}:{root}"
-                errors.append(SourceError(source=self.label, where=where, message="no Harbor job dirs found"))
-            for job in jobs:
-                experiments.append(self.client.experiment(job, KIND, self.label))
-        round_trips = 1
-        if self.slurm_enabled:
-            round_trips += await self._apply_slurm(experiments, errors)
-        stats = {
-            "round_trips": round_trips,
-            "bytes_up": len(request),
-            "bytes_down": len(out),
-            "trials_sent": result.trials_sent,
-            "trial_dirs": sum(len(j.trials) for j in self.client.jobs.values()),
-            "files_read": result.trials_sent,
-            "remote_seconds": result.remote_seconds,
-            "seconds": time.perf_counter() - t0,
-            "remote_python": result.python,
-        }
+                errors.append(SourceError(source=self.label, where=f"{host}:{root}",
+                                          message="no Harbor job dirs found"))
+            experiments += [self.client.experiment(job, self.label) for job in jobs]
+        round_trips = 1 + (await self._apply_slurm(experiments, errors) if self.slurm_enabled else 0)
+        stats = {"round_trips": round_trips, "bytes_up": len(request), "bytes_down": len(out),
+                 "trials_sent": result.trials_sent, "files_read": result.trials_sent,
+                 "trial_dirs": sum(len(j.trials) for j in self.client.jobs.values()),
+                 "remote_seconds": result.remote_seconds, "seconds": time.perf_counter() - t0,
+                 "remote_python": result.python}
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
 
-    async def _scan_over_sftp(self, taken: datetime, t0: float) -> Snapshot:
-        walker = self._walker
-        assert walker is not None
+    def _sftp(self) -> SFTPFS:
+        if self._fs is None:
+            self._fs = SFTPFS(self.pool, self.spec)
+        return self._fs
+
+    async def _scan_sftp(self, taken: datetime, t0: float, progress: ProgressFn) -> Snapshot:
+        fs = self._walk_fs
+        assert fs is not None
         host = self.spec.label
-        before_req, before_files = walker.requests, walker.files_read
+        before = fs.requests
+
+        def scan_all() -> tuple[list[Experiment], list[SourceError], dict[str, Any]]:
+            errors: list[SourceError] = []
+            jobs: list[str] = []
+            for root in self.paths:
+                try:
+                    found, unreadable = walk.find_jobs(fs, root)
+                except walk.WalkError as exc:
+                    errors.append(SourceError(source=self.label, where=f"{host}:{exc.where}", message=exc.message))
+                    continue
+                errors += [SourceError(source=self.label, where=f"{host}:{p}", message=f"cannot read: {why}",
+                                       unreadable=True) for p, why in unreadable]
+                if not found and not unreadable:
+                    errors.append(SourceError(source=self.label, where=f"{host}:{root}",
+                                              message="no Harbor job dirs found"))
+                jobs += found
+
+            def make(job: str) -> HarborScanner:
+                return HarborScanner(fs, job, self.policy, None, source=KIND)
+
+            experiments, more, stats = collect(self._scanners, jobs, make, self.label, progress)
+            return experiments, errors + more, stats
+
         try:
-            experiments, errors = await walker.scan(self.paths, KIND, self.label)
-        except (OSError, asyncssh.Error) as exc:
+            experiments, errors, stats = await asyncio.to_thread(scan_all)
+        except (OSError, asyncssh.Error, TimeoutError) as exc:
             self.pool.mark_broken(self.spec, "connection dropped mid-scan")
             raise SourceUnavailable(host, f"SFTP scan failed: {exc}") from None
         if errors and not experiments:
             raise SourceUnavailable(errors[0].where, errors[0].message)
         errors.insert(0, SourceError(source=self.label, where=host,
                                      message=f"{self.python} missing on {host}: reading over SFTP (slower)"))
-        round_trips = walker.requests - before_req
+        round_trips = fs.requests - before
         if self.slurm_enabled:
             round_trips += await self._apply_slurm(experiments, errors)
-        stats = {
-            "mode": "sftp",
-            "round_trips": round_trips,
-            "files_read": walker.files_read - before_files,
-            "trial_dirs": sum(len(e.trials) for e in experiments),
-            "seconds": time.perf_counter() - t0,
-        }
+        stats.update({"mode": "sftp", "round_trips": round_trips, "seconds": time.perf_counter() - t0})
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
+
+    def _job_config(self, path: str) -> bytes | None:
+        job = self.client.jobs.get(path)
+        return job.files.get("config.json", (None, None, None))[1] if job else None
 
     async def _apply_slurm(self, experiments: list[Experiment], errors: list[SourceError]) -> int:
         ids: dict[str, list[Experiment]] = {}
-        # a job evaldesk re-submitted (resume, re-run) is followed under its newest SLURM job
-        followed = followed_on(self.spec.label)
+        followed = followed_on(self.spec.label)  # a job evaldesk re-submitted is followed under its newest id
         for exp in experiments:
-            if self._walker is not None:
-                cfg_bytes = self._walker.job_config(exp.path)
-            else:
-                cache = self.client.jobs.get(exp.path)
-                cfg = cache.files.get("config.json") if cache else None
-                cfg_bytes = cfg.data if cfg else None
-            jid = followed.get(exp.path) or job_id_for(exp, cfg_bytes, self.slurm_job_id_key, self.slurm_job_ids)
+            cfg = self._job_config(exp.path) if self._walk_fs is None else await self._read_config(exp.path)
+            jid = followed.get(exp.path) or job_id_for(exp, cfg, self.slurm_job_id_key, self.slurm_job_ids)
             if jid:
                 exp.scheduler_job_id = jid
                 ids.setdefault(jid, []).append(exp)
@@ -228,12 +409,18 @@ class SSHHarborSource:
             return self.slurm.queries - before
         for jid, exps in ids.items():
             js = states.get(jid)
-            if js is None:
-                continue
-            for exp in exps:
-                apply_state(exp, js)
+            if js is not None:
+                for exp in exps:
+                    apply_state(exp, js)
         return self.slurm.queries - before
+
+    async def _read_config(self, path: str) -> bytes | None:
+        try:
+            return await self.fs().read_regular(f"{path}/config.json", walk.MAX_BYTES)
+        except OSError:
+            return None
 
     async def close(self) -> None:
         if self._fs is not None:
             await self._fs.close()
+

@@ -1,543 +1,541 @@
-"""Where a Harbor job's trials are and the key of each one's files: one listing of the job dir
-and one stat per trial, with nothing but the standard library.
+"""The one walk of Harbor job dirs: which dirs are jobs, where each job's trials are, the key of
+every file, and which files a trial's record is built from.
 
-The scanner (services/harbor/scan.py) builds on it, and so does the audit replay of `--batch
-audit` (tui/batch_replay.py), which must tell "nothing changed" before importing anything else:
-both walk the same way, so their keys and digests agree by construction.
+Every Harbor source drives it through a small list / stat / read interface: `LocalFS` here,
+SFTP (services/harbor/ssh_source.py) and object stores elsewhere. On an SSH host with a
+python3, this very file is the remote program: sent as it is, it runs `serve()` there and
+streams what it found in one round trip. So it is standard library only, and Python 3.6.
+
+The rules (DESIGN 3a): trial dirs sit at depth 1; a non-trial folder may hold staged copies
+one level deeper; a symlink is never followed; `.evaldesk-quarantine` and hidden non-trial
+dirs are skipped. A dir is a trial dir when it holds a config.json or a result.json.
 
 A file's key is one int: mtime_ns, ctime_ns, size and inode packed (ctime cannot be set back
-by hand, so a file rewritten in place with its old mtime and size still shows as changed).
-Sentinels: None absent, -1 not a regular file, -2 a dangling symlink or unstat-able,
--3 the trial dir itself cannot be searched. A running trial is keyed by its config.json at -10
-and below (`running_key`), apart from every result key.
+by hand, so a file rewritten in place with its old mtime and size still shows as changed;
+where a store has no ctime or inode, those parts are 0). Sentinels: None absent, -1 not a
+regular file, -2 a dangling symlink or unstat-able, -3 the trial dir cannot be searched, -4 a
+directory. Nothing whose key is negative is ever opened (a fifo would block the reader).
+A key whose file changed within RACY_S of the walk is not settled (git's racy-timestamp rule):
+a rewrite within one timestamp tick at the same size would keep the same key, so such a file
+is read again on the next walk and no record of it is kept across processes.
 """
 
-from __future__ import annotations
-
+import base64
+import errno
 import hashlib
-import marshal
+import json
 import os
+import re
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
-
-from services.core.stamps import file_stamp, pack_stat, tree_stamp
-
-if TYPE_CHECKING:
-    from typing import Any
-
-    from services.harbor.early_read import EarlyReads
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 QUARANTINE_DIR = ".evaldesk-quarantine"
-FileKey = int | None
-UNREADABLE_DIR = -3
-_ASK = -1  # from the batch stat: not the common case, ask trial_key
-PARALLEL_STAT_MIN = 4000  # below this a forked helper costs more than the stats it takes over
-_KEY_BYTES = 33
+MAX_BYTES = 64 * 1024 * 1024
+JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env")
+JOB_KEYS = frozenset({"n_total_trials", "stats", "n_attempts", "agents", "datasets", "jobs_dir", "job_name"})
+TRIAL_KEYS = frozenset({"trial_name", "task_name", "task", "trial_uri"})
+RACY_S = 2.0
+ODD, BROKEN, DENIED, A_DIR = -1, -2, -3, -4
+PROTOCOL = 2
+
+Key = Optional[int]
+Entry = Tuple[str, str]  # (name, kind): kind is "dir", "file", "link" or "other"
+Listing = Union[List[Entry], str]  # the sorted entries, or why the dir cannot be listed
+Read = Tuple[Optional[bytes], Optional[str]]  # (bytes, why they could not be read)
+
+_M64 = (1 << 64) - 1
 
 
-def is_trial_dir(path: str) -> bool:
-    return os.path.lexists(os.path.join(path, "config.json")) or os.path.lexists(
-        os.path.join(path, "result.json")
-    )
+def pack_key(mtime_ns: int, ctime_ns: int, size: int, ino: int) -> int:
+    return (mtime_ns << 192) | ((ctime_ns & _M64) << 128) | ((size & _M64) << 64) | (ino & _M64)
 
 
-class TrialLoc:
-    """Where one trial dir is, and its result.json's key. (A plain class, not a dataclass: the
-    audit replay imports this module and nothing else, and dataclasses costs 5 ms to import.)"""
+def key_size(key: int) -> int:
+    return (key >> 64) & _M64
 
-    __slots__ = ("error", "job", "name", "rel", "rkey")
 
-    def __init__(self, rel: str, job: str, name: str, rkey: FileKey = None, error: str | None = None) -> None:
-        self.rel = rel
-        self.job = job  # the job dir (one string shared by all: a path per trial would be ~10 MB at 100k)
-        self.name = name
-        self.rkey = rkey  # result.json's key, None when absent
-        self.error = error  # the trial dir cannot be read: why
+def key_mtime(key: int) -> float:
+    return (key >> 192) / 1e9
+
+
+def settled(key: Key, now: float) -> bool:
+    """A regular file that has not changed in the last RACY_S (by mtime and ctime)."""
+    if key is None or key < 0:
+        return False
+    changed = max(key >> 192, (key >> 128) & _M64) / 1e9
+    return changed < now - RACY_S
+
+
+def running_key(ckey: Key) -> int:
+    """A running trial is keyed by its config.json, apart from every result key (≤ -100)."""
+    return -100 - (0 if ckey is None else ckey + 10)
+
+
+def key_problem(name: str, key: int) -> str:
+    """Why a file with a negative key cannot be read."""
+    if key == BROKEN:
+        return "%s unreadable: a symlink to a missing file" % name
+    return "%s unreadable: %s" % (name, "Is a directory" if key == A_DIR else "not a regular file")
+
+
+class Loc(object):
+    """One trial dir: where it is, and the keys of its result.json and (while it runs, or when
+    its record needs it) config.json."""
+
+    __slots__ = ("ckey", "error", "name", "rel", "rkey")
+
+    def __init__(self, rel: str, name: str, rkey: Key = None, ckey: Key = None, error: Optional[str] = None) -> None:
+        self.rel, self.name, self.rkey, self.ckey, self.error = rel, name, rkey, ckey, error
 
     def __repr__(self) -> str:
-        return f"TrialLoc({self.rel!r}, rkey={self.rkey!r}, error={self.error!r})"
-
-    @property
-    def abs(self) -> str:
-        return f"{self.job}/{self.rel}"
+        return "Loc(%r, rkey=%r, ckey=%r, error=%r)" % (self.rel, self.rkey, self.ckey, self.error)
 
 
-def trial_key(path: str) -> tuple[bool, FileKey, str | None]:
-    """(is a trial dir, result.json key, why the dir cannot be read) with one stat in the common case."""
-    result = path + "/result.json"
+class WalkError(Exception):
+    def __init__(self, where: str, message: str) -> None:
+        Exception.__init__(self, "%s: %s" % (where, message))
+        self.where, self.message = where, message
+
+
+# -- this machine's disk ----------------------------------------------------------------------
+
+_OPEN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK  # (never wait on a fifo)
+_KINDS = ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISLNK, "link"))
+
+
+def _kind(entry: Any) -> str:
     try:
-        st = os.stat(result)
-    except PermissionError as exc:
-        # a dir we may not search: nothing inside can be told, but it is not silently dropped
-        return True, UNREADABLE_DIR, f"trial dir unreadable: {exc.strerror or exc}"
+        if entry.is_symlink():
+            return "link"
+        if entry.is_dir(follow_symlinks=False):
+            return "dir"
+        if entry.is_file(follow_symlinks=False):
+            return "file"
     except OSError:
-        if os.path.lexists(result):
-            return True, -2, None
-        return os.path.lexists(path + "/config.json"), None, None
-    if not stat.S_ISREG(st.st_mode):
-        return True, -1, None
-    return True, pack_stat(st), None
+        pass
+    return "other"
 
 
-def unreadable_note(rel: str, error: str) -> str:
-    return f"{rel}: {error}; counted as errored"
-
-
-class ListedEntry:
-    """What a poll needs of a new name in the job dir (os.listdir gives names only)."""
-
-    __slots__ = ("_mode", "name", "path")
-
-    def __init__(self, name: str, path: str, mode: int | None = None) -> None:
-        self.name, self.path = name, path
-        if mode is not None:
-            self._mode = mode
-            return
-        try:
-            self._mode = os.lstat(path).st_mode
-        except OSError:
-            self._mode = 0
-
-    def is_dir(self, follow_symlinks: bool = True) -> bool:
-        return stat.S_ISDIR(self._mode)
-
-    def is_symlink(self) -> bool:
-        return stat.S_ISLNK(self._mode)
-
-
-Entry = os.DirEntry[str] | ListedEntry
-
-
-def classify(entry: Entry, job_dir: str, real_job: str, problems: list[str],
-             known: FileKey = None) -> Iterator[TrialLoc]:
-    """The trial dirs one entry of the job dir holds: itself, or staged copies one level deeper
-    under a non-trial folder. `known` is its result.json key when a batch stat already took it."""
-    if known is not None:
-        yield TrialLoc(entry.name, job_dir, entry.name, known)
-        return
-    if entry.name == QUARANTINE_DIR:
-        return
-    # hidden folders (.git, caches) are skipped, but a task may legitimately start with a dot
-    hidden = entry.name.startswith(".")
-    if hidden and not (entry.is_dir(follow_symlinks=False) and is_trial_dir(entry.path)):
-        return
-    if entry.is_symlink():
-        target = os.path.realpath(entry.path)
-        if not (target + os.sep).startswith(real_job + os.sep):
-            problems.append(f"{entry.name}: symlink to {target}, outside the job dir; not followed")
-        else:
-            problems.append(f"{entry.name}: symlink inside the job dir; not followed (counted once)")
-        return
-    if not entry.is_dir(follow_symlinks=False):
-        return
-    is_trial, rkey, error = trial_key(entry.path)
-    if is_trial:
-        yield TrialLoc(entry.name, job_dir, entry.name, rkey, error)
-        return
+def read_local(path: str, key: Key = None) -> Read:
+    """A regular file's bytes (never a fifo or device; at most MAX_BYTES)."""
+    name = os.path.basename(path)
     try:
-        inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
-    except OSError:
-        return
-    for sub in inner:
-        if sub.is_symlink():
-            problems.append(f"{entry.name}/{sub.name}: symlink; not followed")
-            continue
-        if sub.is_dir(follow_symlinks=False):
-            rel = f"{entry.name}/{sub.name}"
-            is_trial, rkey, error = trial_key(sub.path)
-            if is_trial:
-                yield TrialLoc(rel, job_dir, sub.name, rkey, error)
-
-
-def _stat_results(dir_fd: int, names: list[str], out: list[int]) -> None:
-    # the common case only: a regular result.json; anything else is left to trial_key
-    st = os.stat
-    isreg = stat.S_ISREG
-    put = out.append
-    for name in names:
-        try:
-            s = st(name + "/result.json", dir_fd=dir_fd)
-        except OSError:
-            put(_ASK)
-            continue
-        put(pack_stat(s) if isreg(s.st_mode) else _ASK)
-
-
-def cores() -> int:
-    """The cores this process may run on (a forked helper is worth it only with two or more)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def key_bytes(key: int) -> bytes:
-    """A key as the parse cache, the digest and the forked helper keep it: 33 bytes."""
-    return key.to_bytes(_KEY_BYTES, "big", signed=True)
-
-
-def encode_keys(keys: Iterable[int]) -> bytes:
-    return b"".join([key_bytes(k) for k in keys])
-
-
-def _decode_keys(data: bytes) -> list[int]:
-    return [int.from_bytes(data[i: i + _KEY_BYTES], "big", signed=True) for i in range(0, len(data), _KEY_BYTES)]
-
-
-def batch_result_keys(job_dir: str, names: list[str], parallel: bool = True) -> list[int]:
-    """result.json's key for each of `names` (dirs of the job dir), -1 where that is not a
-    regular file (ask `trial_key`)."""
-    mine, theirs = _batch_stat(job_dir, names, parallel)
-    return mine + (_decode_keys(theirs[:-1]) if theirs else [])
-
-
-def batch_result_bytes(job_dir: str, names: list[str]) -> bytes | None:
-    """The same keys encoded (`encode_keys`), or None when any of them is not the common case."""
-    mine, theirs = _batch_stat(job_dir, names)
-    if _ASK in mine or (theirs and theirs[-1:] != b"\0"):
-        return None
-    return encode_keys(mine) + theirs[:-1]
-
-
-def _batch_stat(job_dir: str, names: list[str], parallel: bool = True) -> tuple[list[int], bytes]:
-    """The keys of a first part of `names` stat'ed here, and the rest as a forked helper on a
-    second core encoded them (with a last byte 1 when one of them is not the common case).
-    Anything wrong with the helper only means its part is stat'ed here too."""
-    try:
-        dir_fd = os.open(job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return [_ASK] * len(names), b""
-    try:
-        out: list[int] = []
-        if not parallel or len(names) < PARALLEL_STAT_MIN or sys.platform != "linux" or cores() < 2:
-            _stat_results(dir_fd, names, out)
-            return out, b""
-        half = len(names) // 2
-        theirs = _forked_stats(dir_fd, names[half:])
-        _stat_results(dir_fd, names[:half], out)
-        got = theirs() if theirs is not None else None
-        if got is None:
-            _stat_results(dir_fd, names[half:], out)
-            return out, b""
-        return out, got
-    finally:
-        os.close(dir_fd)
-
-
-def _forked_stats(dir_fd: int, names: list[str]) -> Callable[[], bytes | None] | None:
-    """Start a child that stats `names` into an anonymous memory file; returns a function that
-    waits for it and gives its encoded keys (None: it failed, stat them here)."""
-    try:
-        mem = os.memfd_create("evaldesk-stats", os.MFD_CLOEXEC)
-    except (AttributeError, OSError):
-        return None
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(mem)
-        return None
-    if pid == 0:  # the child: stat, write, leave without running anything of the parent's
-        code = 1
-        try:
-            keys: list[int] = []
-            _stat_results(dir_fd, names, keys)
-            view = memoryview(encode_keys(keys) + (b"\1" if _ASK in keys else b"\0"))
-            while view:
-                view = view[os.write(mem, view):]
-            code = 0
-        finally:
-            os._exit(code)
-
-    def collect() -> bytes | None:
-        try:
-            _, status = os.waitpid(pid, 0)
-            if status != 0:
-                return None
-            size = os.fstat(mem).st_size
-            if size != len(names) * _KEY_BYTES + 1:
-                return None
-            return os.pread(mem, size, 0)
-        except OSError:
-            return None
-        finally:
-            os.close(mem)
-
-    return collect
-
-
-def list_job(job_dir: str, problems: list[str], parallel: bool = True) -> list[tuple[Entry, list[TrialLoc]]] | None:
-    """Every entry of the job dir in name order with the trial dirs it holds; None (and a
-    problem said) when the job dir cannot be listed. `parallel`: a big job's stats may be
-    shared with a forked helper."""
-    early = _take_prelisted(job_dir)
-    if early is not None:
-        said, listed = early
-        problems += said
-        return listed
-    real_job = os.path.realpath(job_dir)
-    try:
-        with os.scandir(job_dir) as it:
-            entries = sorted(it, key=lambda e: e.name)
+        fd = os.open(path, _OPEN)
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            return None, "%s unreadable: a symlink to a missing file" % name
+        return None, None
     except OSError as exc:
-        problems.append(f"cannot list {job_dir}: {exc.strerror or exc}")
+        return None, "%s unreadable: %s" % (name, exc.strerror or exc)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "Is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            return None, "%s unreadable: %s" % (name, kind)
+        if st.st_size > MAX_BYTES:
+            return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
+        chunks = []
+        total = 0
+        while True:  # (a file that grows while it is read is read to its end, within the cap)
+            more = os.read(fd, max(st.st_size + 1 - total, 1 << 16))
+            if not more:
+                break
+            chunks.append(more)
+            total += len(more)
+            if total > MAX_BYTES:
+                return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
+        return b"".join(chunks), None
+    except OSError as exc:
+        return None, "%s unreadable: %s" % (name, exc.strerror or exc)
+    finally:
+        os.close(fd)
+
+
+class LocalFS(object):
+    """The walk's view of this machine's disk. `threads` > 1 reads big batches with that many
+    threads: on a cold disk (GPFS, NFS, a dropped page cache) the reads wait on the device, not
+    on the interpreter."""
+
+    READ_CHUNK = 256
+
+    def __init__(self, threads: int = 0) -> None:
+        self.threads = threads
+        self.reads = 0
+
+    def list(self, paths: Sequence[str]) -> List[Listing]:
+        out = []  # type: List[Listing]
+        for path in paths:
+            try:
+                with os.scandir(path) as it:
+                    out.append(sorted((e.name, _kind(e)) for e in it))
+            except OSError as exc:
+                out.append(exc.strerror or str(exc))
+        return out
+
+    def stat(self, paths: Sequence[str]) -> List[Key]:
+        out = []  # type: List[Key]
+        put = out.append
+        for path in paths:
+            try:
+                st = os.stat(path)
+            except PermissionError:
+                put(DENIED)
+                continue
+            except OSError:
+                put(BROKEN if os.path.lexists(path) else None)
+                continue
+            if stat.S_ISREG(st.st_mode):
+                put(pack_key(st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+            else:
+                put(A_DIR if stat.S_ISDIR(st.st_mode) else ODD)
+        return out
+
+    def read(self, paths: Sequence[str]) -> List[Read]:
+        self.reads += len(paths)
+        if self.threads <= 1 or len(paths) < 2 * self.READ_CHUNK:
+            return [read_local(p) for p in paths]
+        chunks = [paths[i: i + self.READ_CHUNK] for i in range(0, len(paths), self.READ_CHUNK)]
+        out = []  # type: List[Read]
+        with ThreadPoolExecutor(self.threads) as pool:
+            for part in pool.map(lambda ps: [read_local(p) for p in ps], chunks, timeout=600):
+                out.extend(part)
+        return out
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def now(self) -> float:
+        return time.time()
+
+
+# -- the walk ----------------------------------------------------------------------------------
+
+def _join(*parts: str) -> str:
+    return "/".join(p.rstrip("/") for p in parts if p)
+
+
+def _top_keys(data: Optional[bytes]) -> Set[str]:
+    if not data:
+        return set()
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except ValueError:
+        return set()
+    return set(doc) if isinstance(doc, dict) else set()
+
+
+def job_files_say(keys: Set[str]) -> Optional[bool]:
+    """What the top-level keys of a dir's result.json and config.json say: a job dir (True), a
+    trial dir (False), or nothing (None: decide by the children)."""
+    if keys & JOB_KEYS and not keys & TRIAL_KEYS:
+        return True
+    return False if keys else None
+
+
+def read_files(fs: Any, paths: List[str]) -> List[Tuple[Key, Optional[bytes], Optional[str]]]:
+    """Stat, then read what is a regular file: (key, bytes, problem) each."""
+    keys = fs.stat(paths)
+    regular = [i for i, k in enumerate(keys) if k is not None and k >= 0]
+    reads = dict(zip(regular, fs.read([paths[i] for i in regular])))
+    return [(k, *reads.get(i, (None, None if k is None else key_problem(os.path.basename(paths[i]), k))))
+            for i, k in enumerate(keys)]
+
+
+def _own_keys(fs: Any, path: str, entries: List[Entry]) -> Set[str]:
+    names = [n for n, kind in entries if n in ("result.json", "config.json") and kind in ("file", "link")]
+    keys = set()  # type: Set[str]
+    for _, data, _ in read_files(fs, [_join(path, n) for n in names]):
+        keys |= _top_keys(data)
+    return keys
+
+
+def is_job_dir(fs: Any, path: str, entries: List[Entry]) -> bool:
+    said = job_files_say(_own_keys(fs, path, entries))
+    if said is not None:
+        return said
+    # no job files: a job dir if its children are trial dirs (not job dirs of a jobs folder)
+    for name, kind in entries:
+        if kind != "dir":
+            continue
+        child = fs.list([_join(path, name)])[0]
+        if isinstance(child, list) and any(n in ("result.json", "config.json") for n, _ in child):
+            return job_files_say(_own_keys(fs, _join(path, name), child)) is not True
+    return False
+
+
+def _root_error(why: str) -> str:
+    if why == os.strerror(errno.ENOENT):
+        return "no such directory"
+    if why == os.strerror(errno.ENOTDIR):
+        return "not a directory"
+    return "cannot read: %s" % why
+
+
+def find_jobs(fs: Any, root: str) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """The job dirs under `root` (itself, or its children) and the children that could not be
+    read (path, why). Raises WalkError when `root` itself cannot be read."""
+    top = fs.list([root])[0]
+    if isinstance(top, str):
+        raise WalkError(root, _root_error(top))
+    if is_job_dir(fs, root, top):
+        return [root], []
+    dirs = [n for n, kind in top if kind == "dir" and not n.startswith(".")]
+    jobs = []  # type: List[str]
+    unreadable = []  # type: List[Tuple[str, str]]
+    for name, listing in zip(dirs, fs.list([_join(root, n) for n in dirs])):
+        path = _join(root, name)
+        if isinstance(listing, str):
+            unreadable.append((path, listing))
+        elif is_job_dir(fs, path, listing):
+            jobs.append(path)
+    return jobs, unreadable
+
+
+def trial_keys(fs: Any, dirs: List[str]) -> List[Tuple[Key, Key]]:
+    """(result.json key, config.json key) of each dir; config.json only where result.json is absent."""
+    rkeys = fs.stat([d + "/result.json" for d in dirs])
+    missing = [i for i, k in enumerate(rkeys) if k is None]
+    ckeys = [None] * len(dirs)  # type: List[Key]
+    for i, k in zip(missing, fs.stat([dirs[i] + "/config.json" for i in missing])):
+        ckeys[i] = k
+    return list(zip(rkeys, ckeys))
+
+
+def loc_of(rel: str, name: str, rkey: Key, ckey: Key) -> Optional[Loc]:
+    if rkey == DENIED:
+        return Loc(rel, name, DENIED, None, "trial dir unreadable: %s" % os.strerror(errno.EACCES))
+    if rkey is None and (ckey is None or ckey == DENIED):
         return None
-    # the common entry, a visible trial dir (not a symlink), has its result.json stat'ed in one batch
-    plain = [e.name for e in entries
-             if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
-    keys = dict(zip(plain, batch_result_keys(job_dir, plain, parallel), strict=True)) if plain else {}
-    out: list[tuple[Entry, list[TrialLoc]]] = []
-    for entry in entries:
-        known = keys.get(entry.name)
-        out.append((entry, list(classify(entry, job_dir, real_job, problems,
-                                         known if known is not None and known >= 0 else None))))
+    return Loc(rel, name, rkey, ckey)
+
+
+def locate(fs: Any, job: str, entries: List[Entry], problems: List[str]) -> Tuple[List[Loc], Dict[str, Set[str]]]:
+    """The trial dirs the given entries of the job dir hold, in name order, and the non-trial
+    folders among them with the staged trial dirs found in each."""
+    real_job = None  # type: Optional[str]
+    candidates = []  # type: List[str]
+    for name, kind in entries:
+        if name == QUARANTINE_DIR:
+            continue
+        if kind == "link" and not name.startswith("."):
+            if real_job is None:
+                real_job = fs.realpath(job).rstrip("/")
+            target = fs.realpath(_join(job, name))
+            if not (target + "/").startswith(real_job + "/"):
+                problems.append("%s: symlink to %s, outside the job dir; not followed" % (name, target))
+            else:
+                problems.append("%s: symlink inside the job dir; not followed (counted once)" % name)
+        elif kind == "dir":
+            candidates.append(name)
+    locs = []  # type: List[Loc]
+    folders = []  # type: List[str]
+    for name, (rkey, ckey) in zip(candidates, trial_keys(fs, [_join(job, n) for n in candidates])):
+        loc = loc_of(name, name, rkey, ckey)
+        if loc is not None and not (name.startswith(".") and loc.error):
+            locs.append(loc)
+        elif loc is None and not name.startswith("."):
+            folders.append(name)
+    found = {}  # type: Dict[str, Set[str]]
+    staged = []  # type: List[Tuple[str, str]]
+    for folder, listing in zip(folders, fs.list([_join(job, f) for f in folders])):
+        found[folder] = set()
+        for sub, kind in listing if isinstance(listing, list) else ():
+            if kind == "link":
+                problems.append("%s/%s: symlink; not followed" % (folder, sub))
+            elif kind == "dir":
+                staged.append((folder, sub))
+    for (folder, sub), (rkey, ckey) in zip(staged, trial_keys(fs, [_join(job, f, s) for f, s in staged])):
+        loc = loc_of(folder + "/" + sub, sub, rkey, ckey)
+        if loc is not None:
+            locs.append(loc)
+            found[folder].add(loc.rel)
+    locs.sort(key=lambda loc: loc.rel.split("/"))
+    return locs, found
+
+
+_NAMES_TASK = re.compile(rb'"task_name"\s*:\s*"')
+
+
+def needs_config(result: Optional[bytes]) -> bool:
+    """Whether a trial's record needs its config.json: unless its result.json is whole and names
+    its task (older Harbor did not; a half-written one cannot be read), the task, trial name and
+    model come from config.json too."""
+    return result is None or _NAMES_TASK.search(result) is None or not result.rstrip().endswith(b"}")
+
+
+def read_trials(fs: Any, job: str, locs: Sequence[Loc]) -> List[Tuple[Read, Read]]:
+    """Each trial's (result.json, config.json) as its record is built from them: config.json
+    only where it is needed, its key then put in the Loc (the record's key covers it)."""
+    out = [((None, None), (None, None))] * len(locs)  # type: List[Tuple[Read, Read]]
+    results = {}  # type: Dict[int, Read]
+    for i, loc in enumerate(locs):
+        if loc.rkey is not None and loc.rkey < 0 and loc.error is None:
+            results[i] = (None, key_problem("result.json", loc.rkey))
+    finished = [i for i, loc in enumerate(locs) if loc.rkey is not None and loc.rkey >= 0 and loc.error is None]
+    for i, got in zip(finished, fs.read([_join(job, locs[i].rel, "result.json") for i in finished])):
+        results[i] = got
+    want = [i for i, loc in enumerate(locs) if loc.error is None and needs_config(results.get(i, (None,))[0])]
+    unkeyed = [i for i in want if locs[i].ckey is None and locs[i].rkey is not None]
+    for i, k in zip(unkeyed, fs.stat([_join(job, locs[i].rel, "config.json") for i in unkeyed])):
+        locs[i].ckey = k
+    readable = [i for i in want if (locs[i].ckey or -1) >= 0]
+    configs = dict(zip(readable, fs.read([_join(job, locs[i].rel, "config.json") for i in readable])))
+    for i in range(len(locs)):
+        out[i] = (results.get(i, (None, None)), configs.get(i, (None, None)))
     return out
 
 
-# -- a listing taken early, on a second core, while the process still imports (tui/cli.py) ---
+def job_file_names(fs: Any, job: str, entries: List[Entry]) -> List[str]:
+    """The job's own files that are there (JOB_FILES, and an eval config under configs/)."""
+    kinds = dict(entries)
+    names = [n for n in JOB_FILES if n in kinds]
+    if "eval_config.json" not in names and kinds.get("configs") == "dir":
+        listing = fs.list([_join(job, "configs")])[0]
+        evals = [n for n, _ in listing if n.endswith("_eval_config.json")] if isinstance(listing, list) else []
+        names += ["configs/" + n for n in evals[:1]]
+    return names
 
-PRELIST_FRESH_S = 2.0  # an early listing finished longer ago than this is not used: list again
-_DIR, _LINK = 1, 2
-# the dir listed early (st_dev, st_ino), and what waits for the child: (when it was done, what
-# list_job said, the listing in the child's terms), or None when it failed
-_prelisted: tuple[tuple[int, int], Callable[[], tuple[float, list[str], Any] | None]] | None = None
-# the records the same child goes on to make of that dir's trials (services/harbor/early_read.py),
-# once its listing is taken: for the scan that took it
-_early_reads: tuple[tuple[int, int], EarlyReads] | None = None
+
+def job_files(fs: Any, job: str, names: List[str]) -> Dict[str, Tuple[Key, Optional[bytes], Optional[str]]]:
+    """The job's own files by name ("configs" for the eval config under configs/): key, bytes, problem."""
+    return {("configs" if n.startswith("configs/") else n): got
+            for n, got in zip(names, read_files(fs, [_join(job, n) for n in names]))}
 
 
-def prelist(dirs: Iterable[str]) -> None:
-    """List the first of `dirs` (the job dirs a batch command is about to scan) in a forked
-    child while this process goes on importing the rest of evaldesk; `list_job` of that dir then
-    takes the listing instead of listing it again. Only the first: the child pays for what it
-    lists while the imports run (~0.15 s, a 20k-trial job), and the scan of one job must not wait
-    for the listing of every other. Once listed, the child reads the job's finished trials for the
-    scan (services/harbor/early_read.py). Anything wrong in the child only means the dir is listed
-    and read here. Standard library only, and only fast_record imported in the child."""
-    if sys.platform != "linux" or cores() < 2:
-        return
-    for job_dir in dirs:
-        try:
-            st = os.stat(job_dir)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            break
-    else:
-        return
-    from services.harbor import early_read
+# -- the remote program: `serve()` on the host, one request in, one zlib stream of JSON lines out --
 
+def fingerprint(rel: str, rkey: Key, ckey: Key) -> bytes:
+    text = "%s\0%s\0%s" % (rel, rkey, ckey)
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+
+
+def bucket_of(rel: str, nb: int) -> int:
+    h = hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=4).digest()
+    return int.from_bytes(h, "big") % nb
+
+
+def bucket_digest(fps: List[bytes]) -> bytes:
+    return hashlib.blake2b(b"".join(sorted(fps)), digest_size=4).digest()
+
+
+def n_buckets(n: int) -> int:
+    # up to eight trials a bucket: a changed trial re-sends its few neighbours, an unchanged job
+    # costs about half a byte a trial upstream
+    nb = 1
+    while nb * 8 < n and nb < 65536:
+        nb *= 2
+    return nb
+
+
+def blob(data: Optional[bytes]) -> Any:
+    if data is None:
+        return None
     try:
-        mem = os.memfd_create("evaldesk-listing", os.MFD_CLOEXEC)
-    except (AttributeError, OSError):
-        return
-    shared = early_read.shared_memory() if early_read.ORDERED_STORES else None
-    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
-    parent = os.getpid()
-    try:
-        pid = os.fork()
-    except OSError:
-        for fd in (mem, ready_r, ready_w):
-            os.close(fd)
-        return
-    if pid == 0:  # the child: list, write, read; leave without running anything of the parent's
-        code = 1
-        try:
-            os.close(ready_r)
-            said: list[str] = []
-            listed = list_job(job_dir, said, parallel=False)  # (the other core is the parent's)
-            raw = None if listed is None else [
-                (e.name, (_DIR if e.is_dir(follow_symlinks=False) else 0) | (_LINK if e.is_symlink() else 0),
-                 _found(e.name, found)) for e, found in listed]
-            locs = early_read.parseable(listed) if listed is not None and shared is not None else []
-            if shared is not None and 0 < len(locs) < early_read.SETTLE_MIN:
-                early_read.offer(shared, len(locs))
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(data).decode("ascii")}
+
+
+def unblob(raw: Any) -> Optional[bytes]:
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        return base64.b64decode(raw["b64"])
+    return str(raw).encode("utf-8", "surrogateescape")
+
+
+def _text(key: Key) -> Optional[str]:
+    # keys travel as decimal text: they are wider than the 64 bits a JSON reader may take
+    return None if key is None else str(key)
+
+
+def _serve_job(fs: LocalFS, job: str, have: Dict[str, Any], now: float) -> Iterator[Dict[str, Any]]:
+    problems = []  # type: List[str]
+    entries = fs.list([job])[0]
+    if isinstance(entries, str):
+        problems.append("cannot list %s: %s" % (job, entries))
+        entries = []
+    locs, _ = locate(fs, job, entries, problems)
+    for loc in locs:
+        if loc.error:
+            problems.append("%s: %s; counted as errored" % (loc.rel, loc.error))
+    # the remote keys a finished trial by both files: one more stat each, here, not a round trip
+    finished = [loc for loc in locs if loc.rkey is not None and loc.rkey >= 0]
+    for loc, k in zip(finished, fs.stat([_join(job, loc.rel, "config.json") for loc in finished])):
+        loc.ckey = k
+    nb = int(have.get("nb") or 0)
+    dig = base64.b64decode(have.get("dig") or "")
+    stale = None  # type: Optional[Set[int]]
+    if nb:
+        groups = [[] for _ in range(nb)]  # type: List[List[bytes]]
+        for loc in locs:
+            groups[bucket_of(loc.rel, nb)].append(fingerprint(loc.rel, loc.rkey, loc.ckey))
+        stale = {b for b in range(nb) if bucket_digest(groups[b]) != dig[4 * b: 4 * b + 4]}
+    known = have.get("files") or {}
+    files = {}
+    for name, (key, data, err) in job_files(fs, job, job_file_names(fs, job, entries)).items():
+        files[name] = {"k": _text(key), "same": 1} if key is not None and known.get(name) == _text(key) else \
+            {"k": _text(key), "d": blob(data), "e": err}
+    yield {"t": "job", "path": job, "n": len(locs), "nb": nb, "stale": sorted(stale) if stale is not None else None,
+           "problems": problems, "files": files}
+    send = [loc for loc in locs if stale is None or bucket_of(loc.rel, nb) in stale]
+    for i in range(0, len(send), 512):
+        part = send[i: i + 512]
+        for loc, ((rdata, rerr), (cdata, _)) in zip(part, read_trials(fs, job, part)):
+            row = {"t": "tr", "rel": loc.rel, "name": loc.name, "rk": _text(loc.rkey), "ck": _text(loc.ckey)}
+            if loc.error:
+                row["re"] = loc.error
             else:
-                locs = []
-            # (CLOCK_MONOTONIC is one clock for every process of the machine)
-            done = time.monotonic()
-            view = memoryview(marshal.dumps((done, said, raw)))
-            while view:
-                view = view[os.write(mem, view):]
-            os.write(ready_w, b"1")
-            os.close(ready_w)
-            code = 0
-            if locs and shared is not None:
-                early_read.read_back(shared, locs, parent, done + PRELIST_FRESH_S)
-        finally:
-            os._exit(code)
-    os.close(ready_w)
+                row["r"], row["c"] = blob(rdata), blob(cdata)
+                if rerr:
+                    row["re"] = rerr
+            yield row
 
-    def collect() -> tuple[float, list[str], Any] | None:
+
+def serve(stdin: Any = None, stdout: Any = None) -> None:
+    """The remote program's main: the request (roots, and what the client already holds of each
+    job: per-bucket digests of its trials' keys, its job files' keys) on stdin; every job under
+    the roots, and the files of the trials whose bucket differs, on stdout."""
+    req = json.loads((stdin or sys.stdin.buffer).read().decode("utf-8", "surrogateescape"))
+    out = stdout or sys.stdout.buffer
+    z = zlib.compressobj(6)
+    pending = []  # type: List[bytes]
+    size = [0]
+    last = [time.time()]
+
+    def emit(obj: Dict[str, Any]) -> None:
+        line = json.dumps(obj, separators=(",", ":")).encode("ascii") + b"\n"
+        pending.append(line)
+        size[0] += len(line)
+        if size[0] > 262144 or time.time() - last[0] > 0.25:
+            out.write(z.compress(b"".join(pending)) + z.flush(zlib.Z_SYNC_FLUSH))
+            out.flush()
+            del pending[:]
+            size[0], last[0] = 0, time.time()
+
+    fs = LocalFS()
+    started = fs.now()
+    emit({"t": "hello", "v": PROTOCOL, "py": sys.version.split()[0], "now": started})
+    have_jobs = req.get("jobs") or {}
+    for root in req["roots"]:
+        full = os.path.abspath(os.path.expanduser(root))
         try:
-            ready = os.read(ready_r, 1)  # (the child goes on reading trials after this)
-            if ready != b"1":
-                return None
-            done, said, raw = marshal.loads(os.pread(mem, os.fstat(mem).st_size, 0))
-            return float(done), said, raw
-        except (OSError, ValueError, EOFError, TypeError):
-            return None
-        finally:
-            os.close(ready_r)
-            os.close(mem)
-
-    global _prelisted, _early_reads
-    _prelisted = ((st.st_dev, st.st_ino), collect)
-    drop_early_reads()  # (one early child at a time: a process prelists once, tests many times)
-    if shared is not None:
-        _early_reads = ((st.st_dev, st.st_ino), early_read.EarlyReads(pid, shared))
+            jobs, unreadable = find_jobs(fs, full)
+        except WalkError as exc:
+            emit({"t": "root", "root": root, "abs": full, "err": exc.message})
+            continue
+        emit({"t": "root", "root": root, "abs": full, "jobs": jobs, "unreadable": unreadable})
+        for job in jobs:
+            for obj in _serve_job(fs, job, have_jobs.get(job) or {}, started):
+                emit(obj)
+    emit({"t": "done", "seconds": fs.now() - started})
+    out.write(z.compress(b"".join(pending)) + z.flush(zlib.Z_FINISH))
+    out.flush()
 
 
-def _take_prelisted(job_dir: str) -> tuple[list[str], list[tuple[Entry, list[TrialLoc]]]] | None:
-    global _prelisted, _early_reads
-    if _prelisted is None or not _is_dir(_prelisted[0], job_dir):
-        return None
-    collect = _prelisted[1]
-    _prelisted = None  # taken once: the next scan lists the job itself
-    got = collect()  # (waits for the child if it is still at it: it had a head start)
-    if got is None or time.monotonic() - got[0] > PRELIST_FRESH_S or got[2] is None:
-        # (a listing this process waited for is always fresh enough; one that failed is said by
-        # this process itself, naming the dir its way)
-        drop_early_reads()
-        return None
-    _, said, raw = got
-    modes = {0: stat.S_IFREG, _DIR: stat.S_IFDIR, _LINK: stat.S_IFLNK, _DIR | _LINK: stat.S_IFLNK}
-    base = os.path.join(job_dir, "")
-    listed: list[tuple[Entry, list[TrialLoc]]] = [
-        (ListedEntry(name, base + name, modes[flags]),
-         [TrialLoc(name, job_dir, name, found)] if type(found) is int
-         else [TrialLoc(rel, job_dir, tname, rkey, error) for rel, tname, rkey, error in found])
-        for name, flags, found in raw]
-    if _early_reads is not None:
-        _early_reads[1].listed(listed)
-    return said, listed
-
-
-def take_early_reads(job_dir: str) -> EarlyReads | None:
-    """The records the early child is making of `job_dir`'s trials, for the scan that just took
-    its listing; None when there are none (the caller must `close()` what it takes)."""
-    global _early_reads
-    if _early_reads is None or _early_reads[1].rels is None or not _is_dir(_early_reads[0], job_dir):
-        return None
-    reads = _early_reads[1]
-    _early_reads = None
-    reads.arrive()
-    return reads
-
-
-def _is_dir(ident: tuple[int, int], job_dir: str) -> bool:
-    # (st_dev, st_ino): any spelling of the path the command line gave
-    try:
-        st = os.stat(job_dir)
-    except OSError:
-        return False
-    return ident == (st.st_dev, st.st_ino)
-
-
-def drop_early_reads() -> None:
-    """Stop the early child's reading: nothing will take its records."""
-    global _early_reads
-    if _early_reads is not None:
-        _early_reads[1].close()
-        _early_reads = None
-
-
-def _found(name: str, found: list[TrialLoc]) -> int | list[tuple[str, str, FileKey, str | None]]:
-    # the common entry, a trial dir of its own name with a result, travels as its key alone
-    # (rebuilding 20k entries in the parent is what it waits for)
-    if len(found) == 1:
-        loc = found[0]
-        if loc.rel == name and loc.name == name and loc.error is None and loc.rkey is not None:
-            return loc.rkey
-    return [(loc.rel, loc.name, loc.rkey, loc.error) for loc in found]
-
-
-def running_key(ckey: FileKey) -> int:
-    # a running trial is keyed by its config.json; kept apart from every result key
-    return -10 - (0 if ckey is None else ckey + 3)
-
-
-def persistable(key: int) -> bool:
-    # -1, -2 (odd result files) and an unreadable dir say nothing stable about the content
-    return key >= 0 or key <= -10
-
-
-def keys_digest(keys: dict[str, int]) -> bytes:
-    return names_digest(list(keys), encode_keys(keys.values()))
-
-
-def names_digest(rels: list[str], encoded_keys: bytes) -> bytes:
-    """One digest of trial dirs and their keys in order (names hold no NUL: the join is exact)."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(os.fsencode("\0".join(rels)))
-    h.update(b"\1")
-    h.update(encoded_keys)
-    return h.digest()
-
-
-def fast_settled_digest(job_dir: str) -> bytes | None:
-    """`keys_digest` of a job in which every entry is a plain trial dir with a regular
-    result.json, from the encoded keys as they are; None for any other job (take the long
-    way: list_job)."""
-    plain: list[str] = []
-    try:
-        with os.scandir(job_dir) as it:
-            for e in it:
-                name = e.name
-                if name.startswith("."):
-                    if name != QUARANTINE_DIR and e.is_dir(follow_symlinks=False) and is_trial_dir(e.path):
-                        return None  # a hidden trial dir: the long way places it
-                    continue
-                if e.is_symlink():
-                    return None
-                if e.is_dir(follow_symlinks=False):
-                    plain.append(name)
-    except OSError:
-        return None
-    plain.sort()
-    encoded = batch_result_bytes(job_dir, plain)
-    return names_digest(plain, encoded) if encoded is not None else None
-
-
-# -- what the audit replay of `--batch audit` watches of a job (tui/batch_replay.py) -------------
-
-JOB_FILES = ("config.json", "result.json", "eval_config.json", "meta.env")
-
-
-STAMPER = "services.harbor.walk:job_stamp"  # how a replay file names job_stamp
-REPLAY_STAMPS = ("job_stamp",)  # what a replay file may ask this module to compute
-
-
-def job_stamp(job_dir: str) -> str:
-    """A finished job's trial keys, its own files and its eval configs; "unsettled" when a trial
-    runs, a file is odd or unreadable, or the walk had anything to say."""
-    digest = fast_settled_digest(job_dir)
-    if digest is None:  # not the plain layout: the scanner's own walk decides
-        problems: list[str] = []
-        listed = list_job(job_dir, problems)
-        if listed is None or problems:
-            return "unsettled"
-        keys: dict[str, int] = {}
-        for _, found in listed:
-            for loc in found:
-                if loc.rkey is None or loc.rkey < 0 or loc.error is not None:
-                    return "unsettled"
-                keys[loc.rel] = loc.rkey
-        digest = keys_digest(keys)
-    return settled_stamp(digest, job_dir)
-
-
-def settled_stamp(digest: bytes, job_dir: str) -> str:
-    """The stamp of a job whose trial keys a scan just took (their digest)."""
-    return f"{digest.hex()}:{job_files_stamp(job_dir)}"
-
-
-def job_files_stamp(job_dir: str) -> str:
-    keys = [file_stamp(os.path.join(job_dir, n)) for n in JOB_FILES]
-    cfg = os.path.join(job_dir, "configs")
-    keys.append(tree_stamp(cfg) if os.path.isdir(cfg) else "-")
-    return hashlib.blake2b("\0".join(keys).encode(), digest_size=12).hexdigest()
-
-
+if __name__ == "__main__":
+    serve()

@@ -14,15 +14,25 @@ import asyncio
 import contextlib
 import errno
 import hashlib
+import os
 import posixpath
 import stat as st_mod
+import time
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import asyncssh
 
 from services.core.source import SourceUnavailable
 from services.transport.fs import READ_TIMEOUT_S, FileStat, NotRegularFile, TooLarge, checkpoint, tmp_prefix
 from services.transport.ssh import HostSpec, SSHPool, describe
+
+_T = TypeVar("_T")
+_Listings = list[list[tuple[str, str]] | str]
+_Keys = list[int | None]
+_Reads = list[tuple[bytes | None, str | None]]
+_Many = list
 
 
 def _os_error(exc: asyncssh.SFTPError, path: str, path2: str | None = None) -> OSError:
@@ -233,3 +243,107 @@ class SFTPFS:
         if self._sftp is not None:
             self._sftp.exit()
             self._sftp = None
+
+
+class SFTPWalkFS:
+    """The Harbor walk's list / stat / read (services/harbor/walk.py) over SFTP, for a scan that
+    runs in a worker thread: each batch is one burst of pipelined requests on the event loop
+    that owns the connection, waited for with a deadline. SFTP (v3, OpenSSH) has whole-second
+    mtimes and no ctime or inode: keys carry 0 there."""
+
+    def __init__(self, sftp: SFTPFS, loop: asyncio.AbstractEventLoop, concurrency: int = 64,
+                 timeout_s: float = 120.0, max_bytes: int = 64 << 20) -> None:
+        self.sftp, self.loop, self.timeout_s, self.max_bytes = sftp, loop, timeout_s, max_bytes
+        self._sem = asyncio.Semaphore(concurrency)
+        self.requests = 0
+        self.reads = 0
+
+    def _run(self, make: Callable[[asyncssh.SFTPClient, str], Awaitable[_T]], paths: Sequence[str]) -> _Many[_T]:
+        async def one(client: asyncssh.SFTPClient, path: str) -> _T:
+            async with self._sem:
+                self.requests += 1
+                return await make(client, path)
+
+        async def every() -> _Many[_T]:
+            client = await self.sftp.client()
+            return list(await asyncio.gather(*(one(client, p) for p in paths)))
+
+        if not paths:
+            return []
+        return asyncio.run_coroutine_threadsafe(every(), self.loop).result(self.timeout_s)
+
+    def list(self, paths: Sequence[str]) -> _Listings:
+        async def one(client: asyncssh.SFTPClient, path: str) -> list[tuple[str, str]] | str:
+            try:
+                names = await client.readdir(path)
+            except asyncssh.SFTPError as exc:
+                return os.strerror(_os_error(exc, path).errno or errno.EIO)
+            return sorted((str(n.filename), _kind(n.attrs.permissions)) for n in names
+                          if n.filename not in (".", ".."))
+
+        return self._run(one, paths)
+
+    def stat(self, paths: Sequence[str]) -> _Keys:
+        async def one(client: asyncssh.SFTPClient, path: str) -> int | None:
+            try:
+                attrs = await client.stat(path)
+            except asyncssh.SFTPPermissionDenied:
+                return -3
+            except asyncssh.SFTPError:
+                try:  # (a dangling symlink is there, unlike a missing file)
+                    await client.lstat(path)
+                except asyncssh.SFTPError:
+                    return None
+                return -2
+            kind = _kind(attrs.permissions)
+            if kind != "file":
+                return -4 if kind == "dir" else -1
+            ns = getattr(attrs, "mtime_ns", None)
+            mtime_ns = int(ns) if ns is not None else int(attrs.mtime or 0) * 10**9
+            return (mtime_ns << 192) | ((int(attrs.size or 0) & _M64) << 64)
+
+        return self._run(one, paths)
+
+    def read(self, paths: Sequence[str]) -> _Reads:
+        cap = self.max_bytes
+
+        async def one(client: asyncssh.SFTPClient, path: str) -> tuple[bytes | None, str | None]:
+            name = posixpath.basename(path)
+            try:
+                async with client.open(path, "rb") as fh:
+                    data = await fh.read(cap + 1)
+            except asyncssh.SFTPNoSuchFile:
+                return None, None
+            except asyncssh.SFTPError as exc:
+                return None, f"{name} unreadable: {exc.reason}"
+            if len(data) > cap:
+                return None, f"{name} is larger than {cap >> 20} MiB"
+            return (data if isinstance(data, bytes) else data.encode()), None
+
+        self.reads += len(paths)
+        return self._run(one, paths)
+
+    def realpath(self, path: str) -> str:
+        async def one(client: asyncssh.SFTPClient, p: str) -> str:
+            try:
+                return str(await client.realpath(p))
+            except asyncssh.SFTPError:
+                return p
+
+        return self._run(one, [path])[0]
+
+    def now(self) -> float:
+        return time.time()
+
+
+_M64 = (1 << 64) - 1
+
+
+def _kind(perms: int | None) -> str:
+    if perms is None:
+        return "other"
+    if st_mod.S_ISLNK(perms):
+        return "link"
+    if st_mod.S_ISDIR(perms):
+        return "dir"
+    return "file" if st_mod.S_ISREG(perms) else "other"

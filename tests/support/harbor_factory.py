@@ -324,13 +324,14 @@ def healthy_job(root: Path, name: str = "terminal_bench_2_org-Model-8B_2026-03-0
 
 
 def bump(path: Path, data: str | bytes, seconds: float = 5.0) -> None:
-    """Rewrite a file and move its mtime forward so (mtime, size) always changes."""
+    """Rewrite a file and move its mtime back so (mtime, size) always changes, even where a key
+    has whole seconds (SFTP), and the file is not one from the future (never settled)."""
     if isinstance(data, str):
         path.write_text(data)
     else:
         path.write_bytes(data)
     st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + int(seconds * 1e9)))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
 
 
 def tree(root: Path) -> dict[str, bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable
@@ -235,13 +236,13 @@ def test_score_effect_is_decided_by_reward_presence() -> None:
 
     timeout_scored = Trial(trial_name="a__1", task_name="a", path="a__1", status=TrialStatus.valid, reward=0.0,
                            exception_type="AgentTimeoutError", failure_class="agent_exhausted_budget")
-    timeout_unscored = timeout_scored.model_copy(update={"reward": None, "status": TrialStatus.errored})
-    infra = timeout_unscored.model_copy(update={"exception_type": "DaytonaError", "failure_class": "unclassified"})
+    timeout_unscored = dataclasses.replace(timeout_scored, reward=None, status=TrialStatus.errored)
+    infra = dataclasses.replace(timeout_unscored, exception_type="DaytonaError", failure_class="unclassified")
     assert "valid measurement" in score_effect(timeout_scored)
     assert "verifier never ran" in score_effect(timeout_unscored)
-    assert "~unbiased" in score_effect(infra.model_copy(update={"failure_class": "sandbox_failed"}))
+    assert "~unbiased" in score_effect(dataclasses.replace(infra, failure_class="sandbox_failed"))
     # a reward does not excuse a non-benign exception: the error gate counts it
-    crashed = timeout_scored.model_copy(update={"exception_type": "NonZeroAgentExitCodeError"})
+    crashed = dataclasses.replace(timeout_scored, exception_type="NonZeroAgentExitCodeError")
     assert "invalid error" in score_effect(crashed)
 
 

@@ -62,10 +62,10 @@ def test_an_update_waits_for_the_lock_and_says_who_held_it_too_long(tmp_path: Pa
     target = tmp_path / "state.json"
     update_json(target, lambda d: {**(d or {}), "n": 1}, {})
     monkeypatch.setattr("services.core.statefile.LOCK_TIMEOUT_S", 0.2)
-    with locked(target), pytest.raises(StateLockTimeout, match="held by another process"):
-        # (flock locks belong to the open file: a second open in this process waits like another process)
-        with locked(target, timeout_s=0.2):
-            pass
+    # (flock locks belong to the open file: a second open in this process waits like another process)
+    with locked(target), pytest.raises(StateLockTimeout, match="held by another process"), \
+            locked(target, timeout_s=0.2):
+        pass
     assert read_json(target) == {"n": 1}
     assert read_json(tmp_path / "missing.json", {"d": 1}) == {"d": 1}
     (tmp_path / "junk.json").write_bytes(b"{half")

@@ -10,7 +10,7 @@ import pytest
 
 from services.audit.verdict import audit_experiment
 from services.core.models import AGGREGATE_UNREADABLE, TrialStatus
-from services.harbor.files import parse_trial
+from services.harbor.parse import parse_trial
 from tests.support.harbor_factory import JobBuilder, healthy_job, scan_one
 from tui.cli import main
 
@@ -100,9 +100,9 @@ def test_garbage_everywhere_in_batch_is_never_a_traceback(tmp_path: Path, capsys
 
 
 def test_a_huge_result_file_is_refused_not_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from services.harbor import fast_record
+    from services.harbor import walk
 
-    monkeypatch.setattr(fast_record, "MAX_RESULT_BYTES", 1024)
+    monkeypatch.setattr(walk, "MAX_BYTES", 1024)
     job = JobBuilder(tmp_path)
     job.add("big", raw_result=b'{"pad": "' + b"x" * 4096 + b'"}', name="big__AAAAAAA")
     exp = scan_one(job.write())

@@ -1,5 +1,6 @@
-"""The fast decoder gives the lenient parser's Trial; the persistent cache only ever costs speed:
-a corrupt file, a read-only dir, a full disk and two processes sharing it give the same figures."""
+"""The persistent parse cache is keyed by every file a record was built from and never keeps a record
+whose file changed within the racy window; it only ever costs speed: a corrupt file, a read-only dir,
+a full disk and two processes sharing it give the same figures."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import pytest
 
 from services.core.policy import Policy
 from services.core.xdg import cache_dir
+from services.harbor import walk
 from services.harbor.cache import ParseCache
-from services.harbor.files import parse_trial
-from services.harbor.records import compact, decode, encode, fast_trial
+from services.harbor.parse import decode, encode, parse_trial
 from services.harbor.source import HarborSource
 from tests.services.harbor.test_bad_input import GARBAGE
 from tests.support.harbor_factory import JobBuilder
@@ -49,21 +50,10 @@ SHAPES: list[bytes] = [
 
 
 @pytest.mark.parametrize("data", SHAPES, ids=range(len(SHAPES)))
-def test_the_fast_decoder_gives_the_lenient_parsers_trial(data: bytes) -> None:
-    slow = parse_trial("x__AAAAAAA", "x__AAAAAAA", data, None, 12.5)
-    fast = fast_trial("x__AAAAAAA", "x__AAAAAAA", data, None, 12.5)
-    assert fast.model_dump() == slow.model_dump()
-    assert fast == slow
-    # and the cache's record round-trips it
-    assert decode("x__AAAAAAA", encode(fast)).model_dump() == slow.model_dump()
-
-
-def test_a_compact_trial_is_a_full_trial() -> None:
-    t = compact(parse_trial("a__B", "a__B", b'{"verifier_result": {"rewards": {"reward": 1}}}', None, None))
-    copy = t.model_copy(update={"attempt": 2})
-    assert (t.attempt, copy.attempt) == (1, 2)
-    assert t.model_dump_json() == parse_trial("a__B", "a__B", b'{"verifier_result": {"rewards": {"reward": 1}}}',
-                                              None, None).model_dump_json()
+def test_a_record_round_trips_the_parsers_trial(data: bytes) -> None:
+    t = parse_trial("x__AAAAAAA", "x__AAAAAAA", data, None, 12.5)
+    rec = encode(t)
+    assert rec is not None and decode("x__AAAAAAA", rec) == t
 
 
 def _job(tmp_path: Path, n: int = 12) -> Path:
@@ -113,6 +103,55 @@ def test_the_cache_is_never_trusted_over_the_files(tmp_path: Path) -> None:
     assert _figures(d) == _figures(d, cache=False)
 
 
+def test_a_record_built_from_config_json_too_is_keyed_by_it(tmp_path: Path) -> None:
+    # an older Harbor left task_name out of result.json: the task and model come from config.json
+    d = _job(tmp_path)
+    old = d / "legacy__AAAAAAA"
+    old.mkdir()
+    (old / "result.json").write_text('{"verifier_result": {"rewards": {"reward": 1.0}}}')
+    (old / "config.json").write_text(json.dumps({"task": {"name": "beta"}, "agent": {"model_name": "m1"}}))
+    first = HarborSource(d).scan_sync().experiments[0]
+    assert next((t.task_name, t.model_name) for t in first.trials if t.path == old.name) == ("beta", "m1")
+    (old / "config.json").write_text(json.dumps({"task": {"name": "alpha"}, "agent": {"model_name": "m2"}}))
+    warm = HarborSource(d).scan_sync()
+    assert next((t.task_name, t.model_name) for t in warm.experiments[0].trials if t.path == old.name) == \
+        ("alpha", "m2")
+    assert warm.stats["files_read"] == 1
+    assert _figures(d) == _figures(d, cache=False)
+    assert HarborSource(d).scan_sync().stats["files_read"] == 0
+
+
+class _NoCtimeFS(walk.LocalFS):
+    """A store whose keys are mtime and size alone (SFTP; coarse-timestamp NFS)."""
+
+    def stat(self, paths):  # type: ignore[no-untyped-def]
+        mask = ~(((1 << 64) - 1) << 128 | ((1 << 64) - 1))
+        return [k if k is None or k < 0 else k & mask for k in super().stat(paths)]
+
+
+def test_a_file_rewritten_within_the_racy_window_is_read_again(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(walk, "RACY_S", 2.0)
+    d = _job(tmp_path, n=3)
+    f = next(p / "result.json" for p in sorted(d.iterdir())
+             if (p / "result.json").exists() and b'"reward": 1.0' in (p / "result.json").read_bytes())
+    src = HarborSource(d)
+    src.walk_fs = _NoCtimeFS()
+    before = {t.path: t.reward for t in src.scan_sync().experiments[0].trials}
+    st = os.stat(f)
+    data = f.read_bytes()
+    new = data.replace(b'"reward": 1.0', b'"reward": 7.0')
+    assert new != data and len(new) == len(data)
+    f.write_bytes(new)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime: the same key here
+    after = {t.path: t.reward for t in src.scan_sync().experiments[0].trials}
+    assert before[f.parent.name] == 1.0 and after[f.parent.name] == 7.0
+    # nor did the first read leave a record another process would trust
+    fresh = HarborSource(d)
+    fresh.walk_fs = _NoCtimeFS()
+    assert {t.path: t.reward for t in fresh.scan_sync().experiments[0].trials} == after
+
+
 def test_a_corrupt_cache_file_is_replaced(tmp_path: Path) -> None:
     d = _job(tmp_path)
     truth = _figures(d, cache=False)
@@ -150,17 +189,6 @@ def test_a_new_version_drops_the_old_records(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     assert db.execute("SELECT count(*) FROM trials").fetchone()[0] == 13
     db.close()
-
-
-def test_the_version_covers_every_module_a_record_depends_on() -> None:
-    from services.harbor.cache import PARSER_MODULES, _parser_version
-
-    probe = ("import sys; before = set(sys.modules); import services.harbor.records; "
-             "print(' '.join(m for m in set(sys.modules) - before if m.startswith('services.') and m.count('.') == 2))")
-    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    assert "services.harbor.fast_record" in p.stdout.split()
-    assert set(p.stdout.split()) <= set(PARSER_MODULES)
-    assert len(_parser_version()) == 20
 
 
 def test_no_cache_reads_every_file(tmp_path: Path) -> None:
@@ -241,7 +269,7 @@ def test_the_cache_is_bounded_and_forgets_gone_jobs(tmp_path: Path, monkeypatch:
     cache = ParseCache(str(d))
     HarborSource(d, cache=cache).scan_sync()
     cache.forget_jobs_except(set())
-    assert cache.load(str(d)) == {}
+    assert list(cache.rows(str(d))) == []
     monkeypatch.setattr(cache_mod, "MAX_ROWS", 5)
     HarborSource(d, cache=cache).scan_sync()
     db = sqlite3.connect(cache.path)
@@ -260,22 +288,6 @@ def test_the_policy_used_by_the_audit_is_not_cached(tmp_path: Path) -> None:
     assert audit_experiment(exp, strict).error_fraction == audit_experiment(fresh, strict).error_fraction
 
 
-def test_a_big_cold_read_split_with_a_forked_reader_gives_the_same_trials(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import services.harbor.scan as scan_mod
-
-    d = _job(tmp_path, n=40)
-    (d / "half__AAAAAAA").mkdir()
-    (d / "half__AAAAAAA" / "result.json").write_text('{"task_name": "half", "verifier_res')
-    serial = _figures(d, cache=False)
-    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4)
-    assert _figures(d, cache=False) == serial
-    snap = HarborSource(d).scan_sync()  # and its records are cached like any other
-    assert snap.stats["files_read"] == 42
-    assert HarborSource(d).scan_sync().stats["files_read"] == 0
-    assert _figures(d) == serial
-
-
 def test_a_job_dir_gone_from_the_root_leaves_the_cache(tmp_path: Path) -> None:
     import shutil
 
@@ -286,17 +298,13 @@ def test_a_job_dir_gone_from_the_root_leaves_the_cache(tmp_path: Path) -> None:
     root = tmp_path / "jobs"
     HarborSource(root).scan_sync()
     cache = ParseCache(str(root))
-    assert cache.load(str(o)) and cache.load(str(d))
+    assert list(cache.rows(str(o))) and list(cache.rows(str(d)))
     shutil.rmtree(o)
     HarborSource(root).scan_sync()
-    assert cache.load(str(o)) == {} and cache.load(str(d))
+    assert list(cache.rows(str(o))) == [] and list(cache.rows(str(d)))
 
 
-@pytest.mark.parametrize("forked", [True, False], ids=["with-a-forked-reader", "alone"])
-def test_a_big_first_read_made_from_records_gives_the_same_trials(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: bool) -> None:
-    import services.harbor.scan as scan_mod
-
+def test_a_big_first_read_in_threads_gives_the_same_trials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = _job(tmp_path, n=30)
     (d / "half__AAAAAAA").mkdir()
     (d / "half__AAAAAAA" / "result.json").write_text('{"task_name": "half", "verifier_res')
@@ -304,10 +312,9 @@ def test_a_big_first_read_made_from_records_gives_the_same_trials(
     os.mkdir(foreign)
     with open(foreign + b"/result.json", "wb") as fh:
         fh.write(b'{"verifier_result": {"rewards": {"reward": 1.0}}}')
-    serial = _figures(d, cache=False)
-    monkeypatch.setattr(scan_mod, "SETTLE_MIN", 4)
-    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4 if forked else 10**9)
-    assert _figures(d, cache=False) == serial
+    serial = _figures(d, cache=False, read_threads=0)
+    monkeypatch.setattr(walk.LocalFS, "READ_CHUNK", 2)
+    assert _figures(d, cache=False, read_threads=4) == serial
     first = HarborSource(d).scan_sync()
     assert first.stats["files_read"] == 33
     assert HarborSource(d).scan_sync().stats["files_read"] == 1  # only the foreign name is read again

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from services.harbor import walk
 from services.harbor.scan import HarborScanner
 from services.harbor.source import HarborSource
 from tests.support.harbor_factory import JobBuilder
@@ -38,7 +39,7 @@ def _rewrite(result: Path, reward: float) -> None:
 def test_running_trials_are_checked_every_poll_finished_ones_on_a_rotation(tmp_path: Path) -> None:
     job, d = _live_job(tmp_path)
     clock = [1000.0]
-    scanner = HarborScanner(str(d), HarborSource(d).policy, verify_window_s=60)
+    scanner = HarborScanner(walk.LocalFS(), str(d), HarborSource(d).policy, verify_window_s=60)
     import services.harbor.scan as scan_mod
 
     real = scan_mod.time.monotonic

@@ -28,7 +28,7 @@ _SKIP_FIELDS = {"source", "source_label", "verified_at"}  # verified_at: when, n
 def _dump(exp: Experiment) -> tuple[dict, list[dict]]:
     data = {k: v for k, v in exp.model_dump().items() if k not in _SKIP_FIELDS}
     # a local rescan appends re-read trials after reused ones; the figures do not depend on order
-    return data, sorted((t.model_dump() for t in exp.trials), key=lambda t: t["path"])
+    return data, sorted((t.to_json() for t in exp.trials), key=lambda t: t["path"])
 
 
 def assert_same(local: Snapshot, remote: Snapshot) -> None:

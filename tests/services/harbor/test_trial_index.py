@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -35,7 +36,7 @@ def _trial(rng: random.Random, n: int) -> Trial:
 
 
 def _fresh(trials: list[Trial], policy: Policy) -> tuple:
-    copies = [t.model_copy() for t in trials]
+    copies = [dataclasses.replace(t) for t in trials]
     collapse_copies(copies)
     number_attempts(copies)
     cen = take_census(copies, policy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -103,7 +104,7 @@ def test_earliest_is_smallest_started_at_ties_by_trial_name(tmp_path: Path) -> N
 def test_select_keep_never_reads_reward_values(tmp_path: Path) -> None:
     exp = scan_one(duplicated_job(tmp_path).write())
     kept, _, _ = select_keep(exp.trials, 2)
-    flipped = [t.model_copy(update={"reward": None if t.reward is None else 1.0 - t.reward}) for t in exp.trials]
+    flipped = [dataclasses.replace(t, reward=None if t.reward is None else 1.0 - t.reward) for t in exp.trials]
     kept2, _, _ = select_keep(flipped, 2)
     assert [t.path for t in kept] == [t.path for t in kept2]
 
