@@ -182,6 +182,7 @@ class SourceError(BaseModel):
     where: str
     message: str
     unreadable: bool = Field(False, description="a path that exists but cannot be read (batch exit 2)")
+    root_failed: bool = Field(False, exclude=True, description="the SOURCE path itself could not be read")
 
 
 class Snapshot(BaseModel):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from services.core.models import Experiment, Snapshot, Trial
+from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.transport.fs import JobFS
 
 
@@ -85,3 +86,16 @@ def source_host(source: Source) -> str | None:
     """The SSH host a source reads from (for previews and records); None for local disk."""
     host = getattr(source, "host", None)
     return host if isinstance(host, str) else None
+
+
+def stale_copy(last_good: Snapshot, since: datetime, exc: SourceUnavailable, label: str) -> Snapshot:
+    """What a source that cannot be reached shows: its last good Snapshot, each experiment marked
+    stale since `since`, with the reason among its errors."""
+    stale = []
+    for old in last_good.experiments:
+        new = old.model_copy(update={"stale_since": since})
+        new.trials = old.trials
+        stale.append(new)
+    err = SourceError(source=label, where=exc.where, message=exc.message)
+    return last_good.model_copy(update={"experiments": stale, "errors": [*last_good.errors, err],
+                                        "stats": {**last_good.stats, "stale": True}})

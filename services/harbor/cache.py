@@ -3,7 +3,8 @@
 One SQLite file per source root in `$XDG_CACHE_HOME/evaldesk/`, holding per trial dir the key
 of every file its record was built from (result.json, and config.json where it supplied
 fields: services/harbor/walk.py) and the record (services/harbor/parse.py `encode`), plus per
-job a summary: the digest of every trial's keys and the census taken over them. A scan still
+job a summary, kept as its row with an empty name: the digest of every trial's keys and the
+census taken over them. A scan still
 stats every file it would have read and takes a record only under the same key; a record whose
 file changed within 2 s of being read is never kept (walk.settled).
 
@@ -32,7 +33,7 @@ from services.core.census import Census
 from services.core.xdg import cache_dir
 from services.harbor import parse
 
-SCHEMA = 3
+SCHEMA = 4
 VERSION = f"{SCHEMA}.{parse.VERSION}"
 MAX_ROWS = 2_000_000
 STALE_DAYS = 30
@@ -70,7 +71,6 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
 
 def _forget(db: sqlite3.Connection, job: bytes) -> int:
     n = db.execute("DELETE FROM trials WHERE job = ?", (job,)).rowcount
-    db.execute("DELETE FROM summary WHERE job = ?", (job,))
     db.execute("DELETE FROM jobs WHERE job = ?", (job,))
     return int(n)
 
@@ -87,7 +87,6 @@ class ParseCache:
         self.writable = True
         self._db: sqlite3.Connection | None = None
         self._opened = False
-        self._rows_at_most: int | None = None
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
@@ -98,11 +97,10 @@ class ParseCache:
             db.execute("CREATE TABLE IF NOT EXISTS trials (job BLOB, rel BLOB, key BLOB, rec BLOB, "
                        "PRIMARY KEY (job, rel)) WITHOUT ROWID")
             db.execute("CREATE TABLE IF NOT EXISTS jobs (job BLOB PRIMARY KEY, used REAL)")
-            db.execute("CREATE TABLE IF NOT EXISTS summary (job BLOB PRIMARY KEY, digest BLOB, census BLOB)")
             row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
             if row is None or row[0] != VERSION:
                 with _transaction(db):
-                    for table in ("trials", "jobs", "summary"):
+                    for table in ("trials", "jobs"):
                         db.execute(f"DELETE FROM {table}")
                     db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (VERSION,))
             db.execute("SELECT count(*) FROM trials WHERE job = x''").fetchone()  # (reads a page: finds corruption)
@@ -173,7 +171,8 @@ class ParseCache:
         if db is None:
             return
         try:
-            for rel, key, rec in db.execute("SELECT rel, key, rec FROM trials WHERE job = ?", (_b(job),)):
+            for rel, key, rec in db.execute("SELECT rel, key, rec FROM trials WHERE job = ? AND rel != x''",
+                                            (_b(job),)):
                 yield os.fsdecode(rel), key, rec
         except sqlite3.Error as exc:
             self._off(f"cannot read {self.path}: {exc}")
@@ -192,42 +191,35 @@ class ParseCache:
             db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?)", (jb, time.time()))
 
         if self._write("trials", write) and put:
-            self._bound(len(put))
+            self._bound()
 
-    def _bound(self, added: int) -> None:
-        # the rows are counted at a process's first write, then only once what it wrote could
-        # have passed the bound
-        if self._rows_at_most is not None:
-            self._rows_at_most += added
-            if self._rows_at_most <= MAX_ROWS:
-                return
-        db = self._db
-        assert db is not None
+    def _bound(self) -> None:
+        # rows take over 200 bytes each: a smaller file holds fewer than MAX_ROWS, no count needed
         try:
-            (n,) = db.execute("SELECT count(*) FROM trials").fetchone()
-        except sqlite3.Error:
-            return
-        self._rows_at_most = n
-        if n <= MAX_ROWS:
+            if os.stat(self.path).st_size < MAX_ROWS * 200:
+                return
+            assert self._db is not None
+            (n,) = self._db.execute("SELECT count(*) FROM trials").fetchone()
+            jobs = [j for (j,) in self._db.execute("SELECT job FROM jobs ORDER BY used").fetchall()]
+        except (OSError, sqlite3.Error):
             return
 
-        def prune(db: sqlite3.Connection) -> None:
+        def prune(db: sqlite3.Connection) -> None:  # the least recently scanned jobs go first
             left = n
-            for (job,) in db.execute("SELECT job FROM jobs ORDER BY used").fetchall():
+            for job in jobs:
                 if left <= MAX_ROWS * 3 // 4:
                     break
                 left -= _forget(db, job)
-            self._rows_at_most = left
 
-        self._write("bound", prune)
+        if n > MAX_ROWS:
+            self._write("bound", prune)
 
     def summary(self, job: str) -> tuple[bytes, bytes] | None:
         """(digest, census) stored for `job`, or None."""
         db = self._open()
-        if db is None:
-            return None
         try:
-            row = db.execute("SELECT digest, census FROM summary WHERE job = ?", (_b(job),)).fetchone()
+            row = db.execute("SELECT key, rec FROM trials WHERE job = ? AND rel = x''", (_b(job),)).fetchone() \
+                if db is not None else None
         except sqlite3.Error as exc:
             self._off(f"cannot read {self.path}: {exc}")
             return None
@@ -235,12 +227,10 @@ class ParseCache:
 
     def store_summary(self, job: str, digest: bytes | None, census: bytes | None) -> None:
         """Keep (or, with None, forget) the summary of `job`."""
-        jb = _b(job)
         if digest is None or census is None:
-            self._write("summary", lambda db: db.execute("DELETE FROM summary WHERE job = ?", (jb,)))
+            self.store(job, [], [""])
         else:
-            self._write("summary", lambda db: db.execute("INSERT OR REPLACE INTO summary VALUES (?, ?, ?)",
-                                                         (jb, digest, census)))
+            self.store(job, [("", digest, census)], [])
 
     def forget_jobs_except(self, keep: set[str]) -> None:
         """Drop the records of job dirs that are no longer under the root."""

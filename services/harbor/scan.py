@@ -14,7 +14,6 @@ import gc
 import math
 import posixpath
 import time
-from array import array
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -48,6 +47,39 @@ def _keeps(key: int) -> bool:
     return key >= 0 or key <= -100
 
 
+def trial_of(loc: Loc, result: walk.Read, config: walk.Read) -> Trial:
+    """The Trial of a located trial dir from its files as walk.read_trials gave them."""
+    if loc.error is not None:
+        return parse_trial(loc.rel, loc.name, None, None, None, loc.error)
+    key = loc.rkey if loc.rkey is not None else loc.ckey
+    finished = loc.rkey is not None
+    return parse_trial(loc.rel, loc.name, result[0] if finished else None, config[0],
+                       key_mtime(key) if key is not None and key >= 0 else None, result[1] if finished else None)
+
+
+def loc_settled(loc: Loc, now: float) -> bool:
+    """Whether every file the trial's record comes from is out of the racy window."""
+    return settled(loc.rkey if loc.rkey is not None else loc.ckey, now) and (
+        _ckey(loc) is None or settled(loc.ckey, now))
+
+
+def job_experiment(job: str, files: dict[str, tuple[int | None, bytes | None, str | None]], trials: list[Trial],
+                   problems: list[str], policy: Policy, source: str, label: str,
+                   index: TrialIndex | None = None) -> Experiment:
+    """The Experiment of one job dir from its own files (walk.job_files) and its trials."""
+    def data(name: str, say: bool = True) -> bytes | None:
+        _, got, err = files.get(name, (None, None, None))
+        if err and say:
+            problems.append(err)
+        return got
+
+    return assemble_experiment(
+        job_id=posixpath.basename(job.rstrip("/")) or job, path=job, source=source, source_label=label or job,
+        trials=trials, policy=policy, config_bytes=data("config.json"), result_bytes=data("result.json"),
+        eval_config_bytes=data("eval_config.json") or data("configs", say=False), env_bytes=data("meta.env"),
+        problems=problems, index=index)
+
+
 class _CensusOnly:
     """What assemble_experiment reads of an index: its census."""
 
@@ -73,13 +105,14 @@ class HarborScanner:
         self._links: set[str] = set()
         self._recheck: set[str] = set()  # names to classify again on the next scan
         self._ring: list[str] = []  # finished trials in the order they are re-verified
-        self._ring_at = array("d")
         self._cursor = 0
+        self._turn_began = self._verified_since = time.time()
         self._last: Experiment | None = None
         self._last_scan: float | None = None
         self._job_keys: tuple[object, ...] = ()
         self._full_next = True
         self._lazy: Experiment | None = None
+        self.job_files: dict[str, tuple[int | None, bytes | None, str | None]] = {}  # as the last scan read them
         self.files_read = 0
 
     def verify_all(self) -> None:
@@ -88,12 +121,9 @@ class HarborScanner:
 
     @property
     def verified_at(self) -> datetime | None:
-        """Every finished trial has been checked against its files since this time."""
-        if self._last_scan is None:
-            return None
-        at = self._ring_at
-        oldest = (at[self._cursor] if self._cursor < len(at) else at[0]) if at else time.time()
-        return datetime.fromtimestamp(oldest, UTC)
+        """Every finished trial has been checked against its files since this time: the start of
+        the last whole turn of the ring."""
+        return None if self._last_scan is None else datetime.fromtimestamp(self._verified_since, UTC)
 
     def scan(self, label: str = "", progress: ProgressFn = no_progress) -> tuple[Experiment, dict[str, Any]]:
         # a scan makes one object per trial while 100k older ones live: a cyclic collection
@@ -115,26 +145,20 @@ class HarborScanner:
     def _due(self, now: float) -> set[str]:
         """The finished trials this scan re-verifies: a slice of the ring sized so that a whole
         turn takes `verify_window_s`."""
-        n = len(self._ring)
-        if not n or self._last_scan is None:
+        if not self._ring or self._last_scan is None:
             return set()
         share = 1.0 if self.verify_window_s <= 0 else min(1.0, (now - self._last_scan) / self.verify_window_s)
-        budget, due, at = math.ceil(n * share), set(), time.time()
-        while budget > 0 and n:
-            if self._cursor >= n:  # a turn is over: drop what is gone, start again from the top
-                keep = [(r, t) for r, t in zip(self._ring, self._ring_at, strict=True)
-                        if r in self.keys and r not in self.volatile]
-                self._ring, self._ring_at = [r for r, _ in keep], array("d", (t for _, t in keep))
-                self._cursor, n = 0, len(keep)
-                if not n:
+        take, due = min(len(self._ring), math.ceil(len(self._ring) * share)), set()
+        while take > 0:
+            if self._cursor >= len(self._ring):  # a turn is over: drop what is gone, start again
+                self._ring = [r for r in self._ring if r in self.keys and r not in self.volatile]
+                self._cursor, self._verified_since, self._turn_began = 0, self._turn_began, time.time()
+                if not self._ring:
                     break
-            end = min(n, self._cursor + budget)
-            due.update(self._ring[self._cursor:end])
-            self._ring_at[self._cursor:end] = array("d", [at]) * (end - self._cursor)
-            budget -= end - self._cursor
-            self._cursor = end
-            if len(due) >= n:
-                break
+            part = self._ring[self._cursor: self._cursor + take]
+            due.update(part)
+            self._cursor += len(part)
+            take -= len(part)
         return due
 
     def _locate(self, entries: list[walk.Entry], problems: list[str]) -> list[Loc]:
@@ -291,22 +315,13 @@ class HarborScanner:
         for i in range(0, len(to_read), READ_BATCH):
             part = to_read[i: i + READ_BATCH]
             put: list[tuple[str, bytes, bytes]] = []
-            for loc, ((rbytes, rerr), (cbytes, _)) in zip(part, walk.read_trials(self.fs, self.job_dir, part),
-                                                             strict=True):
-                if loc.error is not None:
-                    trial = parse_trial(loc.rel, loc.name, None, None, None, loc.error)
-                else:
-                    key = loc.rkey if loc.rkey is not None else loc.ckey
-                    mtime = key_mtime(key) if key is not None and key >= 0 else None
-                    trial = parse_trial(loc.rel, loc.name, rbytes if loc.rkey is not None else None, cbytes,
-                                        mtime, rerr if loc.rkey is not None else None)
+            for loc, (result, config) in zip(part, walk.read_trials(self.fs, self.job_dir, part), strict=True):
+                trial = trial_of(loc, result, config)
                 old = by_path.get(loc.rel)
                 if old is not None:
                     replaced.append(old)
                 changed.append(trial)
-                ckey = _ckey(loc)
-                if not (settled(loc.rkey if loc.rkey is not None else loc.ckey, now)
-                        and (ckey is None or settled(ckey, now))):
+                if not loc_settled(loc, now):
                     self.racy.add(loc.rel)
                     continue
                 self.racy.discard(loc.rel)
@@ -315,7 +330,7 @@ class HarborScanner:
                     if rec is None:
                         unsaved += 1
                     else:
-                        put.append((loc.rel, record_key(_key(loc), ckey), rec))
+                        put.append((loc.rel, record_key(_key(loc), _ckey(loc)), rec))
             if self.cache is not None:
                 self.cache.store(self.job_dir, put, [])
             progress(min(i + READ_BATCH, len(to_read)), len(to_read), "reading trials")
@@ -324,7 +339,6 @@ class HarborScanner:
     def _remember(self, locs: list[Loc], gone: Iterable[str], full: bool, new_keys: dict[str, int] | None,
                   now: float) -> None:
         """Keys, the volatile set and the ring follow what was just seen."""
-        at = time.time()
         for rel in gone:
             self.keys.pop(rel, None)
             self.ckeys.pop(rel, None)
@@ -346,28 +360,16 @@ class HarborScanner:
             elif fresh or rel in self.volatile:
                 self.volatile.discard(rel)
                 self._ring.append(rel)  # finished since the last scan: joins the rotation
-                self._ring_at.append(at)
         if full:
-            self._ring_at = array("d", [at]) * len(self._ring)
-            self._cursor = 0
+            self._cursor, self._turn_began = 0, time.time()
+            self._verified_since = self._turn_began
 
     # -- the Experiment ------------------------------------------------------------------------
     def _assemble(self, names: list[str], trials: list[Trial], index: TrialIndex | _CensusOnly,
                   problems: list[str], label: str) -> Experiment:
-        files = walk.job_files(self.fs, self.job_dir, names)
-
-        def data(name: str, say: bool = True) -> bytes | None:
-            _, got, err = files.get(name, (None, None, None))
-            if err and say:
-                problems.append(err)
-            return got
-
-        exp = assemble_experiment(
-            job_id=posixpath.basename(self.job_dir.rstrip("/")) or self.job_dir, path=self.job_dir,
-            source=self.source, source_label=label or self.job_dir, trials=trials, policy=self.policy,
-            config_bytes=data("config.json"), result_bytes=data("result.json"),
-            eval_config_bytes=data("eval_config.json") or data("configs", say=False),
-            env_bytes=data("meta.env"), problems=problems, index=cast(TrialIndex, index))
+        self.job_files = walk.job_files(self.fs, self.job_dir, names)
+        exp = job_experiment(self.job_dir, self.job_files, trials, problems, self.policy, self.source, label,
+                             cast(TrialIndex, index))
         exp.__dict__["verified_at"] = self.verified_at
         return exp
 
@@ -393,8 +395,8 @@ class HarborScanner:
         self.keys = order
         self.volatile = {rel for rel, key in order.items() if key < 0}
         self._ring = [rel for rel in order if rel not in self.volatile]
-        self._ring_at = array("d", [time.time()]) * len(self._ring)
         self._cursor, self._last_scan = 0, now_mono
+        self._turn_began = self._verified_since = time.time()
         self._job_keys = (*names, *self.fs.stat([f"{self.job_dir}/{n}" for n in names]))
         self._lazy = self._last = exp
         return exp, {"trial_dirs": len(order), "files_read": 0, "cache_hits": len(order), "verified": len(order),
@@ -431,14 +433,9 @@ class HarborScanner:
                 for rel, (rk, ck) in zip(rels, walk.trial_keys(self.fs, [f"{self.job_dir}/{r}" for r in rels]),
                                          strict=True)]
         cached = self._from_cache(locs)
-        missing = [loc for loc in locs if loc.rel not in cached]
-        if missing:  # changed or lost since the summary: read the files
-            for loc, ((rb, rerr), (cb, _)) in zip(missing, walk.read_trials(self.fs, self.job_dir, missing),
-                                                   strict=True):
-                key = loc.rkey if loc.rkey is not None else loc.ckey
-                cached[loc.rel] = parse_trial(loc.rel, loc.name, rb if loc.rkey is not None else None, cb,
-                                              key_mtime(key) if key is not None and key >= 0 else None,
-                                              loc.error or (rerr if loc.rkey is not None else None))
+        read: list[Trial] = []  # (changed or lost since the summary: read from the files)
+        self._read([loc for loc in locs if loc.rel not in cached], self.fs.now(), read, [], no_progress)
+        cached.update((t.path, t) for t in read)
         trials = [cached[rel] for rel in rels]
         collapse_copies(trials)
         number_attempts(trials)

@@ -37,12 +37,28 @@ def looks_like_job_dir(path: str) -> bool:
     return isinstance(listing, list) and walk.is_job_dir(fs, path, listing)
 
 
-def collect(scanners: dict[str, HarborScanner], jobs: list[str], make: Any, label: str,
-            progress: ProgressFn) -> tuple[list[Experiment], list[SourceError], dict[str, Any]]:
-    """Scan each job dir with its scanner (made by `make(job)` the first time); the scanners of
-    job dirs that are gone are dropped."""
-    experiments: list[Experiment] = []
+def scan_roots(fs: Any, roots: list[str], scanners: dict[str, HarborScanner], make: Any, label: str,
+               progress: ProgressFn, host: str = "") -> tuple[list[Experiment], list[SourceError], dict[str, Any]]:
+    """Scan every job dir under `roots` with its scanner (made by `make(job)` the first time);
+    the scanners of job dirs that are gone are dropped. A root that cannot be read is an error
+    of its own (`root_failed`)."""
+    def where(path: str) -> str:
+        return f"{host}:{path}" if host else path
+
     errors: list[SourceError] = []
+    jobs: list[str] = []
+    for root in roots:
+        try:
+            found, unreadable = walk.find_jobs(fs, root)
+        except walk.WalkError as exc:
+            errors.append(SourceError(source=label, where=where(exc.where), message=exc.message, root_failed=True))
+            continue
+        errors += [SourceError(source=label, where=where(p), message=f"cannot read: {why}", unreadable=True)
+                   for p, why in unreadable]
+        if not found and not unreadable:
+            errors.append(SourceError(source=label, where=where(root), message="no Harbor job dirs found"))
+        jobs += found
+    experiments: list[Experiment] = []
     stats: dict[str, Any] = {"trial_dirs": 0, "files_read": 0, "cache_hits": 0, "verified": 0}
     for job in jobs:
         scanner = scanners.get(job)
@@ -51,7 +67,7 @@ def collect(scanners: dict[str, HarborScanner], jobs: list[str], make: Any, labe
         try:
             exp, st = scanner.scan(label, progress)
         except OSError as exc:
-            errors.append(SourceError(source=label, where=job, message=str(exc)))
+            errors.append(SourceError(source=label, where=where(job), message=str(exc)))
             continue
         experiments.append(exp)
         for k in ("trial_dirs", "files_read", "cache_hits", "verified"):
@@ -102,27 +118,20 @@ class HarborSource:
 
     def scan_sync(self, progress: ProgressFn = no_progress) -> Snapshot:
         taken = datetime.now(UTC)
-        try:
-            jobs, unreadable = walk.find_jobs(self.walk_fs, self.root)
-        except walk.WalkError as exc:
-            raise SourceUnavailable(exc.where, exc.message) from None
-        errors = [SourceError(source=self.label, where=path, message=f"cannot read: {why}", unreadable=True)
-                  for path, why in unreadable]
-        if not jobs and not unreadable:
-            errors.append(SourceError(source=self.label, where=self.root, message="no Harbor job dirs found"))
 
         def make(job: str) -> HarborScanner:
             return HarborScanner(self.walk_fs, job, self.policy, self.cache, self.verify_window_s)
 
-        experiments, more, stats = collect(self._scanners, jobs, make, self.label, progress)
-        present = set(jobs) | {path for path, _ in unreadable}
+        experiments, errors, stats = scan_roots(self.walk_fs, [self.root], self._scanners, make, self.label, progress)
+        if errors and errors[0].root_failed:
+            raise SourceUnavailable(errors[0].where, errors[0].message)
+        present = set(self._scanners) | {e.where for e in errors if e.unreadable}
         if self.cache is not None and present != self._present:
             self._present = present
             self.cache.forget_jobs_except(present)  # job dirs gone from the root leave the cache
         if self.cache is not None and self.cache.problem:
             stats["cache_problem"] = self.cache.problem
-        return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors + more,
-                        stats=stats)
+        return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
 
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
         return await asyncio.to_thread(self.scan_sync, progress or no_progress)

@@ -26,22 +26,20 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
-import orjson
 
 from services.core.followed import followed_on
 from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.policy import Policy
-from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress
+from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress, stale_copy
 from services.harbor import walk
-from services.harbor.assemble import assemble_experiment
 from services.harbor.evidence import TRIAL_FILES, read_evidence
-from services.harbor.parse import parse_trial
-from services.harbor.scan import HarborScanner
-from services.harbor.source import collect
+from services.harbor.parse import load_json
+from services.harbor.scan import HarborScanner, job_experiment, loc_settled, trial_of
+from services.harbor.source import scan_roots
 from services.transport.fs import JobFS
 from services.transport.process import Runner, SSHRunner
 from services.transport.sftp import SFTPFS, SFTPWalkFS
-from services.transport.slurm import SlurmToolsMissing, SlurmTracker, apply_state, job_id_for
+from services.transport.slurm import SlurmTracker
 from services.transport.ssh import HostSpec, SSHPool, shared_pool
 
 KIND = "harbor+ssh"
@@ -99,18 +97,10 @@ def _lines(stream: bytes) -> list[dict[str, Any]]:
         raise ProtocolError(f"reply is not a valid zlib stream: {exc}") from None
     if not z.eof:
         raise ProtocolError("reply ended early (connection dropped mid-scan?)")
-    out = []
-    for n, line in enumerate(raw.splitlines()):
-        if not line:
-            continue
-        try:
-            out.append(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            try:  # (a name that is not UTF-8 travels as a \\udcXX escape)
-                out.append(json.loads(line.decode("ascii")))
-            except ValueError:
-                raise ProtocolError(f"reply line {n + 1} is not JSON") from None
-    return out
+    try:  # (a name that is not UTF-8 travels as a \\udcXX escape)
+        return [load_json(line) for line in raw.splitlines() if line]
+    except ValueError as exc:
+        raise ProtocolError(f"reply is not JSON lines: {exc}") from None
 
 
 class RemoteClient:
@@ -176,15 +166,11 @@ class RemoteClient:
                     raise ProtocolError("trial line before any job line")
                 rel = msg["rel"]
                 got.add(rel)
-                rkey, ckey = _key(msg.get("rk")), _key(msg.get("ck"))
-                key = rkey if rkey is not None else ckey
-                mtime = walk.key_mtime(key) if key is not None and key >= 0 else None
-                if msg.get("re") is None and rkey is not None and rkey < 0:
-                    msg["re"] = walk.key_problem("result.json", rkey)
-                trial = parse_trial(rel, msg["name"], walk.unblob(msg.get("r")) if rkey is not None else None,
-                                    walk.unblob(msg.get("c")), mtime, msg.get("re"))
-                racy = not (walk.settled(key, now) and (rkey is None or ckey is None or walk.settled(ckey, now)))
-                job.trials[rel] = _Held(rkey, ckey, trial, racy)
+                loc = walk.Loc(rel, msg["name"], _key(msg.get("rk")), _key(msg.get("ck")), None)
+                if loc.rkey is not None and loc.rkey < 0 and msg.get("re") is None:
+                    msg["re"] = walk.key_problem("result.json", loc.rkey)
+                trial = trial_of(loc, (walk.unblob(msg.get("r")), msg.get("re")), (walk.unblob(msg.get("c")), None))
+                job.trials[rel] = _Held(loc.rkey, loc.ckey, trial, not loc_settled(loc, now))
                 out.trials_sent += 1
             elif t == "done":
                 out.remote_seconds, done = float(msg.get("seconds") or 0.0), True
@@ -208,20 +194,8 @@ class RemoteClient:
     def experiment(self, path: str, label: str) -> Experiment:
         """The Experiment of one job dir, built as the local scanner builds it."""
         job = self.jobs[path]
-        problems = list(job.problems)
-
-        def data(name: str, say: bool = True) -> bytes | None:
-            _, got, err = job.files.get(name, (None, None, None))
-            if err and say:
-                problems.append(err)
-            return got
-
         trials = [job.trials[rel].trial for rel in sorted(job.trials, key=lambda r: r.split("/"))]
-        return assemble_experiment(
-            job_id=path.rstrip("/").rsplit("/", 1)[-1] or path, path=path, source=KIND, source_label=label,
-            trials=trials, policy=self.policy, config_bytes=data("config.json"), result_bytes=data("result.json"),
-            eval_config_bytes=data("eval_config.json") or data("configs", say=False), env_bytes=data("meta.env"),
-            problems=problems)
+        return job_experiment(path, job.files, trials, list(job.problems), self.policy, KIND, label)
 
 
 class SSHHarborSource:
@@ -280,14 +254,8 @@ class SSHHarborSource:
         except SourceUnavailable as exc:
             if self.last_good is None:
                 raise
-            if self.failing_since is None:
-                self.failing_since = datetime.now(UTC)
-            stale = [e.model_copy(update={"stale_since": self.failing_since}) for e in self.last_good.experiments]
-            for old, new in zip(self.last_good.experiments, stale, strict=True):
-                new.trials = old.trials
-            err = SourceError(source=self.label, where=exc.where, message=exc.message)
-            return self.last_good.model_copy(update={"experiments": stale, "errors": [*self.last_good.errors, err],
-                                                     "stats": {**self.last_good.stats, "stale": True}})
+            self.failing_since = self.failing_since or datetime.now(UTC)
+            return stale_copy(self.last_good, self.failing_since, exc, self.label)
         self.failing_since = None
         self.last_good = snap
         return snap
@@ -345,30 +313,12 @@ class SSHHarborSource:
         host = self.spec.label
         before = fs.requests
 
-        def scan_all() -> tuple[list[Experiment], list[SourceError], dict[str, Any]]:
-            errors: list[SourceError] = []
-            jobs: list[str] = []
-            for root in self.paths:
-                try:
-                    found, unreadable = walk.find_jobs(fs, root)
-                except walk.WalkError as exc:
-                    errors.append(SourceError(source=self.label, where=f"{host}:{exc.where}", message=exc.message))
-                    continue
-                errors += [SourceError(source=self.label, where=f"{host}:{p}", message=f"cannot read: {why}",
-                                       unreadable=True) for p, why in unreadable]
-                if not found and not unreadable:
-                    errors.append(SourceError(source=self.label, where=f"{host}:{root}",
-                                              message="no Harbor job dirs found"))
-                jobs += found
-
-            def make(job: str) -> HarborScanner:
-                return HarborScanner(fs, job, self.policy, None, source=KIND)
-
-            experiments, more, stats = collect(self._scanners, jobs, make, self.label, progress)
-            return experiments, errors + more, stats
+        def make(job: str) -> HarborScanner:
+            return HarborScanner(fs, job, self.policy, None, source=KIND)
 
         try:
-            experiments, errors, stats = await asyncio.to_thread(scan_all)
+            experiments, errors, stats = await asyncio.to_thread(
+                scan_roots, fs, self.paths, self._scanners, make, self.label, progress, host)
         except (OSError, asyncssh.Error, TimeoutError) as exc:
             self.pool.mark_broken(self.spec, "connection dropped mid-scan")
             raise SourceUnavailable(host, f"SFTP scan failed: {exc}") from None
@@ -383,42 +333,18 @@ class SSHHarborSource:
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
 
     def _job_config(self, path: str) -> bytes | None:
+        scanner = self._scanners.get(path)
+        if scanner is not None:
+            return scanner.job_files.get("config.json", (None, None, None))[1]
         job = self.client.jobs.get(path)
         return job.files.get("config.json", (None, None, None))[1] if job else None
 
     async def _apply_slurm(self, experiments: list[Experiment], errors: list[SourceError]) -> int:
-        ids: dict[str, list[Experiment]] = {}
-        followed = followed_on(self.spec.label)  # a job evaldesk re-submitted is followed under its newest id
-        for exp in experiments:
-            cfg = self._job_config(exp.path) if self._walk_fs is None else await self._read_config(exp.path)
-            jid = followed.get(exp.path) or job_id_for(exp, cfg, self.slurm_job_id_key, self.slurm_job_ids)
-            if jid:
-                exp.scheduler_job_id = jid
-                ids.setdefault(jid, []).append(exp)
-        if not ids:
-            return 0
         before = self.slurm.queries
-        try:
-            states = await self.slurm.states(self._run, ids)
-        except SlurmToolsMissing:
-            errors.append(SourceError(source=self.label, where=self.spec.label,
-                                      message="SLURM job ids found but no sacct/squeue/scontrol on the host"))
-            return self.slurm.queries - before
-        except SourceUnavailable as exc:
-            errors.append(SourceError(source=self.label, where=exc.where, message=f"SLURM state: {exc.message}"))
-            return self.slurm.queries - before
-        for jid, exps in ids.items():
-            js = states.get(jid)
-            if js is not None:
-                for exp in exps:
-                    apply_state(exp, js)
+        for message in await self.slurm.apply(self._run, experiments, self._job_config, followed_on(self.spec.label),
+                                              self.slurm_job_id_key, self.slurm_job_ids):
+            errors.append(SourceError(source=self.label, where=self.spec.label, message=message))
         return self.slurm.queries - before
-
-    async def _read_config(self, path: str) -> bytes | None:
-        try:
-            return await self.fs().read_regular(f"{path}/config.json", walk.MAX_BYTES)
-        except OSError:
-            return None
 
     async def close(self) -> None:
         if self._fs is not None:

@@ -54,10 +54,6 @@ def pack_key(mtime_ns: int, ctime_ns: int, size: int, ino: int) -> int:
     return (mtime_ns << 192) | ((ctime_ns & _M64) << 128) | ((size & _M64) << 64) | (ino & _M64)
 
 
-def key_size(key: int) -> int:
-    return (key >> 64) & _M64
-
-
 def key_mtime(key: int) -> float:
     return (key >> 192) / 1e9
 
@@ -104,7 +100,6 @@ class WalkError(Exception):
 # -- this machine's disk ----------------------------------------------------------------------
 
 _OPEN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK  # (never wait on a fifo)
-_KINDS = ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISLNK, "link"))
 
 
 def _kind(entry: Any) -> str:
@@ -120,7 +115,7 @@ def _kind(entry: Any) -> str:
     return "other"
 
 
-def read_local(path: str, key: Key = None) -> Read:
+def read_local(path: str) -> Read:
     """A regular file's bytes (never a fifo or device; at most MAX_BYTES)."""
     name = os.path.basename(path)
     try:
@@ -138,17 +133,15 @@ def read_local(path: str, key: Key = None) -> Read:
             return None, "%s unreadable: %s" % (name, kind)
         if st.st_size > MAX_BYTES:
             return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
-        chunks = []
-        total = 0
-        while True:  # (a file that grows while it is read is read to its end, within the cap)
-            more = os.read(fd, max(st.st_size + 1 - total, 1 << 16))
-            if not more:
-                break
-            chunks.append(more)
-            total += len(more)
-            if total > MAX_BYTES:
+        data = os.read(fd, st.st_size + 1)
+        if len(data) > st.st_size:  # it grew since the fstat: read it to its end, within the cap
+            chunks = [data]
+            while chunks[-1] and sum(map(len, chunks)) <= MAX_BYTES:
+                chunks.append(os.read(fd, 1 << 20))
+            data = b"".join(chunks)
+            if len(data) > MAX_BYTES:
                 return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
-        return b"".join(chunks), None
+        return data, None
     except OSError as exc:
         return None, "%s unreadable: %s" % (name, exc.strerror or exc)
     finally:
@@ -370,23 +363,18 @@ def needs_config(result: Optional[bytes]) -> bool:
 def read_trials(fs: Any, job: str, locs: Sequence[Loc]) -> List[Tuple[Read, Read]]:
     """Each trial's (result.json, config.json) as its record is built from them: config.json
     only where it is needed, its key then put in the Loc (the record's key covers it)."""
-    out = [((None, None), (None, None))] * len(locs)  # type: List[Tuple[Read, Read]]
-    results = {}  # type: Dict[int, Read]
-    for i, loc in enumerate(locs):
-        if loc.rkey is not None and loc.rkey < 0 and loc.error is None:
-            results[i] = (None, key_problem("result.json", loc.rkey))
+    none = (None, None)  # type: Read
+    results = {i: (None, key_problem("result.json", loc.rkey)) for i, loc in enumerate(locs)
+               if loc.rkey is not None and loc.rkey < 0 and loc.error is None}  # type: Dict[int, Read]
     finished = [i for i, loc in enumerate(locs) if loc.rkey is not None and loc.rkey >= 0 and loc.error is None]
-    for i, got in zip(finished, fs.read([_join(job, locs[i].rel, "result.json") for i in finished])):
-        results[i] = got
-    want = [i for i, loc in enumerate(locs) if loc.error is None and needs_config(results.get(i, (None,))[0])]
+    results.update(zip(finished, fs.read([_join(job, locs[i].rel, "result.json") for i in finished])))
+    want = [i for i, loc in enumerate(locs) if loc.error is None and needs_config(results.get(i, none)[0])]
     unkeyed = [i for i in want if locs[i].ckey is None and locs[i].rkey is not None]
     for i, k in zip(unkeyed, fs.stat([_join(job, locs[i].rel, "config.json") for i in unkeyed])):
         locs[i].ckey = k
     readable = [i for i in want if (locs[i].ckey or -1) >= 0]
     configs = dict(zip(readable, fs.read([_join(job, locs[i].rel, "config.json") for i in readable])))
-    for i in range(len(locs)):
-        out[i] = (results.get(i, (None, None)), configs.get(i, (None, None)))
-    return out
+    return [(results.get(i, none), configs.get(i, none)) for i in range(len(locs))]
 
 
 def job_file_names(fs: Any, job: str, entries: List[Entry]) -> List[str]:
@@ -453,7 +441,7 @@ def _text(key: Key) -> Optional[str]:
     return None if key is None else str(key)
 
 
-def _serve_job(fs: LocalFS, job: str, have: Dict[str, Any], now: float) -> Iterator[Dict[str, Any]]:
+def _serve_job(fs: LocalFS, job: str, have: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
     problems = []  # type: List[str]
     entries = fs.list([job])[0]
     if isinstance(entries, str):
@@ -503,19 +491,9 @@ def serve(stdin: Any = None, stdout: Any = None) -> None:
     req = json.loads((stdin or sys.stdin.buffer).read().decode("utf-8", "surrogateescape"))
     out = stdout or sys.stdout.buffer
     z = zlib.compressobj(6)
-    pending = []  # type: List[bytes]
-    size = [0]
-    last = [time.time()]
 
     def emit(obj: Dict[str, Any]) -> None:
-        line = json.dumps(obj, separators=(",", ":")).encode("ascii") + b"\n"
-        pending.append(line)
-        size[0] += len(line)
-        if size[0] > 262144 or time.time() - last[0] > 0.25:
-            out.write(z.compress(b"".join(pending)) + z.flush(zlib.Z_SYNC_FLUSH))
-            out.flush()
-            del pending[:]
-            size[0], last[0] = 0, time.time()
+        out.write(z.compress(json.dumps(obj, separators=(",", ":")).encode("ascii") + b"\n"))
 
     fs = LocalFS()
     started = fs.now()
@@ -530,10 +508,10 @@ def serve(stdin: Any = None, stdout: Any = None) -> None:
             continue
         emit({"t": "root", "root": root, "abs": full, "jobs": jobs, "unreadable": unreadable})
         for job in jobs:
-            for obj in _serve_job(fs, job, have_jobs.get(job) or {}, started):
+            for obj in _serve_job(fs, job, have_jobs.get(job) or {}):
                 emit(obj)
     emit({"t": "done", "seconds": fs.now() - started})
-    out.write(z.compress(b"".join(pending)) + z.flush(zlib.Z_FINISH))
+    out.write(z.flush())
     out.flush()
 
 

@@ -29,6 +29,7 @@ import orjson
 from pydantic import BaseModel
 
 from services.core.models import Experiment, State
+from services.core.source import SourceUnavailable
 
 RunFn = Callable[[str], Awaitable[tuple[int | None, bytes, bytes]]]
 
@@ -207,6 +208,33 @@ class SlurmTracker:
                 else:
                     self.unfinished[jid] = js
         return out
+
+
+    async def apply(self, run: RunFn, experiments: list[Experiment], config_of: Callable[[str], bytes | None],
+                    followed: dict[str, str], key: str = "slurm_job_id",
+                    mapping: dict[str, str] | None = None) -> list[str]:
+        """Put each eval's SLURM state on it (one command for them all); what could not be
+        asked, in a sentence each. `followed`: job dir → the newest job evaldesk submitted for it."""
+        ids: dict[str, list[Experiment]] = {}
+        for exp in experiments:
+            jid = followed.get(exp.path) or job_id_for(exp, config_of(exp.path), key, mapping)
+            if jid:
+                exp.scheduler_job_id = jid
+                ids.setdefault(jid, []).append(exp)
+        if not ids:
+            return []
+        try:
+            states = await self.states(run, ids)
+        except SlurmToolsMissing:
+            return ["SLURM job ids found but no sacct/squeue/scontrol on the host"]
+        except SourceUnavailable as exc:
+            return [f"SLURM state: {exc.message}"]
+        for jid, exps in ids.items():
+            js = states.get(jid)
+            if js is not None:
+                for exp in exps:
+                    apply_state(exp, js)
+        return []
 
 
 async def run_local(command: str) -> tuple[int | None, bytes, bytes]:
