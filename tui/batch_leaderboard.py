@@ -19,6 +19,7 @@ from services.core.config import Config
 from services.core.journal import Journal
 from services.core.models import CORE_CHECK_IDS, CheckStatus, Experiment, JournalEntry
 from services.core.source import Source
+from services.core.text import term_safe
 from services.leaderboard.client import redact
 from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
@@ -67,9 +68,9 @@ def step_json(step: Any) -> dict[str, Any]:
 
 
 def plan_json(exp: Experiment, check: str, status: str, plan: Plan | None, applied: Record | None,
-              message: str | None = None) -> dict[str, Any]:
+              message: str | None = None, evidence: str | None = None) -> dict[str, Any]:
     return {
-        "id": exp.id, "check": check, "status": status, "action": plan.action if plan else None,
+        "id": exp.id, "check": check, "status": status, "evidence": evidence, "action": plan.action if plan else None,
         "title": plan.title if plan else None, "steps": [step_json(s) for s in plan.steps] if plan else [],
         "preview": plan.preview if plan else ([message] if message else []),
         "blocked": plan.blocked if plan else None, "applied": applied is not None,
@@ -93,11 +94,14 @@ async def run_fix(args: Any, config: Config, exps: list[tuple[Source, Experiment
             results.append(plan_json(exp, check_id, "skip", None, None, f"{exp.id}: no {check_id} check here"))
             continue
         if not check.remediation:
-            msg = (f"{exp.id}: {check_id} {check.status.value}: nothing evaldesk can run"
-                   + (f" — {check.action}" if check.action else ""))
+            # a refusal says why: the check's evidence names the rows it read
+            done = check.status in (CheckStatus.pass_, CheckStatus.skip)
+            what = "nothing to do" if done else "nothing evaldesk can run"
+            msg = (f"{exp.id}: {check_id} {check.status.value}: {what}. Why: {check.evidence}"
+                   + (f". Recommended: {check.action}" if check.action else ""))
             if check.status == CheckStatus.fail:
                 worst = EXIT_ACTION
-            results.append(plan_json(exp, check_id, check.status.value, None, None, msg))
+            results.append(plan_json(exp, check_id, check.status.value, None, None, msg, check.evidence))
             continue
         plan = await registry.plan(check.remediation, exp, src, config)
         applied: Record | None = None
@@ -113,24 +117,26 @@ async def run_fix(args: Any, config: Config, exps: list[tuple[Source, Experiment
             except StepFailed as exc:
                 message = f"failed: {exc}"
                 worst = EXIT_ACTION
-        elif plan.steps:
+        elif plan.steps or plan.blocked:
             worst = EXIT_ACTION
-        results.append(plan_json(exp, check_id, check.status.value, plan, applied, message))
+        results.append(plan_json(exp, check_id, check.status.value, plan, applied, message, check.evidence))
     if fmt == "json":
         out.write(_dump({"plans": results}) + "\n")
     elif fmt == "jsonl":
         for r in results:
             out.write(_dump(r) + "\n")
     else:
+        # rows of other users (their job names) and dir names reach the terminal escaped
         for r in results:
-            console.print(f"[{r['check']} {r['status']}] {r['title'] or r['id']}", highlight=False, markup=False)
+            console.print(term_safe(f"[{r['check']} {r['status']}] {r['title'] or r['id']}"), highlight=False,
+                          markup=False)
             for line in r["preview"]:
-                console.print(redact(line), highlight=False, markup=False)
+                console.print(term_safe(redact(line)), highlight=False, markup=False)
             if r["applied"]:
                 console.print(f"applied: record {r['record']} (evaldesk --batch undo {r['record']} rolls it back "
                               "where its steps have inverses)", highlight=False, markup=False)
             elif r["message"] and r["action"]:
-                console.print(redact(r["message"]), highlight=False, markup=False)
+                console.print(term_safe(redact(r["message"])), highlight=False, markup=False)
             elif r["steps"] and not r["blocked"]:
                 console.print("dry run: nothing changed; add --apply to carry it out", highlight=False)
             console.print()
@@ -221,8 +227,9 @@ def run_journal(args: Any, config: Config, fmt: str, console: Console, out: IO[s
             t.add_column(col, overflow="fold")
         for r in rows:
             what = f"{r['action']}:{r['event'] or ''}" + (f" {r['op']}" if r.get("op") else "")
-            t.add_row(r["at"][:19], r["user"], what, redact(_target(r)), redact(_brief(r["before"], r["after"])),
-                      redact(_brief(r["after"], r["before"])), str(r["record"] or ""))
+            t.add_row(*(term_safe(c) for c in (r["at"][:19], r["user"], what, redact(_target(r)),
+                                                  redact(_brief(r["before"], r["after"])),
+                                                  redact(_brief(r["after"], r["before"])), str(r["record"] or ""))))
         console.print(t)
     return EXIT_OK
 

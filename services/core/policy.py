@@ -118,6 +118,9 @@ class Policy(BaseModel):
     error_fraction_max: float = Field(0.10, ge=0, le=1)
     default_n_rep: int = Field(3, ge=1, description="only where no job config exists")
     stale_row_hours: float = Field(12.0, gt=0)
+    row_match_slack_hours: float = Field(2.0, ge=0, description=(
+        "a leaderboard row without a job name is a run's when created within this long of the run's start and "
+        "end (clock skew, a harvest that registers at launch or after the trace upload)"))
     monitor: MonitorThresholds = Field(default_factory=MonitorThresholds)  # type: ignore[arg-type]
 
     def is_benign(self, exception_type: str | None) -> bool:

@@ -2,8 +2,10 @@
 
 It replaces the placeholder `traces` and `stale_rows` checks, sharpens `model_name` and
 `benchmark_name` with the row's own view, and adds `registered`, `partial_registered` and
-`free_disk`. Each failing check names the remediation that fixes it — only when the row is
-provably ours; otherwise it says whose row it is and that evaldesk will not touch it.
+`free_disk`. Which row is the run's is `services.leaderboard.match`'s answer, the same for
+every check and every fix. Each failing check names the remediation that fixes it — only when
+the row is provably ours; otherwise it says whose row it is, or which rows it cannot tell
+apart and why, and evaldesk touches none of them.
 
 The view is read by whoever holds the leaderboard (the console's poller, `--batch` once) and
 passed in; building checks never does IO. A view whose last read failed still answers, from
@@ -19,18 +21,17 @@ from services.core.config import Config
 from services.core.models import AuditReport, Check, CheckStatus, Experiment, State
 from services.core.policy import Policy
 from services.core.times import as_utc
+from services.leaderboard.match import LIVE, RunMatch, match
 from services.leaderboard.rows import (
     FINISHED,
+    REGISTERED,
     JobRow,
     LeaderboardView,
-    RunMatch,
     TraceStatus,
     is_bogus_model,
     is_hash_benchmark,
     repo_id_from_url,
-    view_match,
 )
-from services.leaderboard.safety import why_not
 from services.leaderboard.traces import expected_repo
 
 LEADERBOARD_CHECK_IDS = ("registered", "partial_registered", "traces", "model_name", "benchmark_name", "stale_rows",
@@ -49,14 +50,13 @@ def partial(report: AuditReport) -> bool:
 
 
 def stale_rows(m: RunMatch, exp: Experiment, usernames: list[str], policy: Policy, now: datetime) -> list[JobRow]:
-    """Own rows of the pair left unfinished longer than the policy allows (a live run's own
-    row is not cruft)."""
+    """Own rows of the pair left unfinished longer than the policy allows. A live run's rows —
+    every row the matcher names as the run's — are not cruft."""
     out = []
     limit = policy.stale_row_hours * 3600
+    keep = {r.id for r in m.candidates} if exp.state in LIVE else set()
     for r in m.shown():
-        if r.username not in usernames or r.status == FINISHED:
-            continue
-        if r.job_name == exp.id and exp.state in (State.running, State.pending, State.dispatched):
+        if r.username not in usernames or r.status == FINISHED or r.id in keep:
             continue
         when = as_utc(r.updated_at or r.created_at)
         if when is not None and (now - when).total_seconds() > limit:
@@ -88,7 +88,7 @@ class LeaderboardEnrichment:
                           action="re-audit when the leaderboard answers"),
                     Check(id="stale_rows", title="Stale leaderboard rows", status=WARN, evidence=why,
                           action="re-audit when the leaderboard answers")]
-        m = view_match(exp, self.view)
+        m = match(exp, self.view, policy, now)
         stale = self._stale()
         out = [self._registered(exp, report, m), self._partial(report, m), self._traces(exp, report, m),
                *self._names(exp, report, m), self._stale_rows(exp, m, policy, now), self._free_disk(exp, report, m)]
@@ -99,7 +99,8 @@ class LeaderboardEnrichment:
     def notes(self, exp: Experiment, report: AuditReport) -> list[str]:
         if self.view.fetched_at is None:
             return []
-        m = view_match(exp, self.view)
+        # every row of the pair, whatever the window: the same rows the checks were read from
+        m = match(exp, self.view, self.config.policy, self.view.fetched_at)
         rows = m.shown()
         if not rows:
             return []
@@ -111,37 +112,26 @@ class LeaderboardEnrichment:
 
     # -- the checks
 
-    def _own(self, m: RunMatch) -> tuple[JobRow | None, str | None]:
-        """The run's row and why it may not be changed (None: it is ours)."""
-        if m.ambiguous:
-            return None, f"unclear which row is this run's: {m.ambiguous}"
-        row = m.row
-        if row is None:
-            return None, "no row for this run"
-        return row, why_not(row, self.usernames, m.pair_rows)
-
     def _registered(self, exp: Experiment, report: AuditReport, m: RunMatch) -> Check:
         title = "Registered on the leaderboard"
         if m.ambiguous:
-            return Check(id="registered", title=title, status=FAIL, evidence=m.ambiguous,
-                         action="stop: name the run's row (its job_name) by hand; evaldesk will not guess")
-        others = [r for r in m.pair_rows if r not in m.run_rows]
-        beside = f"; {len(others)} other row(s) for the pair" if others else ""
-        if m.run_rows:
-            row = m.run_rows[0]
-            whose = "yours" if row.username in self.usernames else f"{row.username}'s, not yours"
-            how = "by job name" if m.how == "job_name" else "by pair and created_at"
+            return Check(id="registered", title=title, status=FAIL, evidence=m.ambiguous, action=m.decide())
+        beside = m.beside()
+        row = m.row
+        if row is not None:
+            how = "by job name" if m.how == "job_name" else f"by pair, {m.rule()}"
             return Check(id="registered", title=title, status=PASS,
-                         evidence=f"row {row.id[:8]} ({whose}, {row.status}, matched {how}){beside}")
+                         evidence=f"row {row.id[:8]} (yours, {row.status}, matched {how}){beside}")
         if not complete(report):
             return Check(id="registered", title=title, status=SKIP,
-                         evidence=f"no row; the run is not complete, so it is not registered{beside}")
+                         evidence=f"no row of yours; the run is not complete, so it is not registered{beside}")
         if not m.names.model or not m.names.benchmark:
             return Check(id="registered", title=title, status=FAIL,
-                         evidence=f"no row, and the real model/benchmark name is unknown{beside}",
+                         evidence=f"no row of yours, and the real model/benchmark name is unknown{beside}",
                          action="find model_hf_name in the run's eval config, then register")
         return Check(id="registered", title=title, status=FAIL,
-                     evidence=f"no row for this run under {m.names.model} × {m.names.benchmark}{beside}",
+                     evidence=f"no row of yours for this run under {m.names.model} × {m.names.benchmark} "
+                     f"({m.looked()}){beside}",
                      action="register a new row of yours (another user's row for the pair never blocks it)",
                      remediation="register")
 
@@ -151,27 +141,35 @@ class LeaderboardEnrichment:
             return Check(id="partial_registered", title=title, status=PASS,
                          evidence="the run passes the valid count and the error gate" if complete(report)
                          else "the run is not a finished partial")
-        rows = [r for r in m.run_rows if r.status in (FINISHED, "Pending", "Started")]
-        if not rows:
-            return Check(id="partial_registered", title=title, status=PASS,
-                         evidence="the run is partial and no row of it is registered")
-        _, why = self._own(m)
-        ev = f"row {rows[0].id[:8]} ({rows[0].username}, {rows[0].status}, score {rows[0].score}) registers a partial"
-        if why:
-            return Check(id="partial_registered", title=title, status=FAIL, evidence=ev + f"; {why}",
-                         action=f"ask {rows[0].username} to de-register it; evaldesk will not touch it")
-        return Check(id="partial_registered", title=title, status=FAIL, evidence=ev,
-                     action="de-register that one row (with its usage rows); resume, and it registers cleanly",
-                     remediation="deregister")
+        if m.ambiguous:
+            return Check(id="partial_registered", title=title, status=FAIL, evidence=m.ambiguous, action=m.decide())
+        row = m.row
+        if row is not None and row.status in REGISTERED:
+            ev = f"row {row.id[:8]} ({row.username}, {row.status}, score {row.score}) registers a partial"
+            return Check(id="partial_registered", title=title, status=FAIL, evidence=ev,
+                         action="de-register that one row (with its usage rows); resume, and it registers cleanly",
+                         remediation="deregister")
+        theirs = m.theirs
+        if theirs:
+            owners = ", ".join(sorted({r.username or "?" for r in theirs}))
+            return Check(id="partial_registered", title=title, status=FAIL,
+                         evidence=f"{'; '.join(r.brief() for r in theirs)} registers this run's partial score: "
+                         f"not yours ({', '.join(self.usernames) or 'no usernames configured'}), and evaldesk never "
+                         "changes another user's row",
+                         action=f"ask its owner ({owners}) to de-register it; evaldesk will not touch it")
+        return Check(id="partial_registered", title=title, status=PASS,
+                     evidence="the run is partial and no row of it is registered")
 
     def _traces(self, exp: Experiment, report: AuditReport, m: RunMatch) -> Check:
         title = "Traces uploaded and linked"
-        _, why = self._own(m)
-        if not m.run_rows:
+        if m.ambiguous:
+            return Check(id="traces", title=title, status=FAIL if complete(report) else WARN, evidence=m.ambiguous,
+                         action=m.decide())
+        target = m.row
+        if target is None:
             return Check(id="traces", title=title, status=SKIP,
-                         evidence="no leaderboard row for this run: register it first" if complete(report)
+                         evidence="no leaderboard row of yours for this run: register it first" if complete(report)
                          else "the run is not complete: traces go up with its registration")
-        target = m.run_rows[0]
         linked = repo_id_from_url(target.trace_url)
         status = self._trace(linked)
         if linked and status is not None and status.ok:
@@ -190,9 +188,6 @@ class LeaderboardEnrichment:
         if not complete(report):
             return Check(id="traces", title=title, status=WARN, evidence=problem + "; the run is not complete",
                          action="resume first; upload traces once the run is complete")
-        if why:
-            return Check(id="traces", title=title, status=FAIL, evidence=f"{problem}; {why}",
-                         action="ask the row's owner to upload and link the traces")
         repo = linked or expected_repo(exp, self.config)
         if repo is None:
             return Check(id="traces", title=title, status=FAIL, evidence=problem,
@@ -204,19 +199,15 @@ class LeaderboardEnrichment:
 
     def _names(self, exp: Experiment, report: AuditReport, m: RunMatch) -> list[Check]:
         out: list[Check] = []
-        row = m.run_rows[0] if len(m.run_rows) == 1 else None
+        row = m.row
         if row is None:
             return out
-        _, why = self._own(m)
         real_model, real_bench = m.names.model, m.names.benchmark
         if is_bogus_model(row.model_name):
             ev = f"row {row.id[:8]} points at model {row.model_name!r}, a vLLM served id"
             if not real_model:
                 out.append(Check(id="model_name", title="Model name", status=FAIL, evidence=ev,
                                  action="find model_hf_name in the run's eval config"))
-            elif why:
-                out.append(Check(id="model_name", title="Model name", status=FAIL, evidence=f"{ev}; {why}",
-                                 action=f"ask {row.username} to repoint it to {real_model!r}"))
             else:
                 out.append(Check(id="model_name", title="Model name", status=FAIL,
                                  evidence=f"{ev}; the run's config says {real_model!r}",
@@ -232,9 +223,6 @@ class LeaderboardEnrichment:
             if not real_bench or is_hash_benchmark(real_bench):
                 out.append(Check(id="benchmark_name", title="Benchmark name", status=FAIL, evidence=ev,
                                  action="name the benchmark explicitly (the run dir's leading segment)"))
-            elif why:
-                out.append(Check(id="benchmark_name", title="Benchmark name", status=FAIL, evidence=f"{ev}; {why}",
-                                 action=f"ask {row.username} to repoint it to {real_bench!r}"))
             else:
                 out.append(Check(id="benchmark_name", title="Benchmark name", status=FAIL,
                                  evidence=f"{ev}; the run dir says {real_bench!r}",
@@ -248,21 +236,23 @@ class LeaderboardEnrichment:
     def _stale_rows(self, exp: Experiment, m: RunMatch, policy: Policy, now: datetime) -> Check:
         title = "Stale leaderboard rows"
         rows = stale_rows(m, exp, self.usernames, policy, now)
+        live = [r for r in m.candidates if exp.state in LIVE and r.status != FINISHED]
+        kept = ("; " + "; ".join(f"row {r.id[:8]} is this live run's own, never stale" for r in live)) if live else ""
         if not rows:
             hours = f"{policy.stale_row_hours:g} h"
             return Check(id="stale_rows", title=title, status=PASS,
-                         evidence=f"no row of yours for the pair is unfinished for more than {hours}")
+                         evidence=f"no row of yours for the pair is unfinished for more than {hours}{kept}")
         listed = "; ".join(r.brief() for r in rows[:4])
         return Check(id="stale_rows", title=title, status=FAIL,
                      evidence=f"{len(rows)} row(s) of yours not Finished for more than {policy.stale_row_hours:g} h: "
-                     f"{listed}", action="delete them (own rows only; their usage rows go with them)",
+                     f"{listed}{kept}", action="delete them (own rows only; their usage rows go with them)",
                      remediation="delete_stale")
 
     def _free_disk(self, exp: Experiment, report: AuditReport, m: RunMatch) -> Check:
         title = "Local run dir"
-        row, why = self._own(m)
+        row = m.row
         status = self._trace(repo_id_from_url(row.trace_url)) if row else None
-        if (row is None or why or row.status != FINISHED or not complete(report) or status is None
+        if (row is None or row.status != FINISHED or not complete(report) or status is None
                 or not status.ok):
             return Check(id="free_disk", title=title, status=SKIP,
                          evidence="keep it: free it only after the traces are uploaded and the row registered")

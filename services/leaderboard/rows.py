@@ -1,24 +1,22 @@
-"""Leaderboard rows as evaldesk reads them, and which of them belong to an experiment.
+"""Leaderboard rows as evaldesk reads them (`JobRow`, the `LeaderboardView` of one read).
 
-An experiment is matched to its rows by (model × benchmark), job name and created_at. Several
-rows per pair are normal — reruns, resumes, sibling model ids, other users' rows — and every
-one is kept and shown; the run's own row is the one whose `job_name` is the run's, else the
-single row of the pair created after the run started. When that is not one row, the match
-says why, and nothing is written on a guess.
+Several rows per (model × benchmark) are normal — reruns, resumes, sibling model ids, other
+users' rows — and every one is kept and shown. Which of them is a run's is decided in one
+place, `services.leaderboard.match`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from services.core.models import Experiment
 from services.core.policy import HASH_BENCHMARK_RE, NUMERIC_MODEL_RE
-from services.core.times import as_utc
 
 FINISHED = "Finished"
+# a row in one of these states puts a score (or the promise of one) on the leaderboard
+REGISTERED = (FINISHED, "Pending", "Started")
 JOB_FIELDS = ("id", "username", "model_id", "benchmark_id", "status", "score", "n_trials", "n_errors", "trace_url",
               "job_name", "created_at", "updated_at")
 
@@ -86,101 +84,12 @@ def job_rows(raw: list[dict[str, Any]], models: dict[str, str], benchmarks: dict
     return out
 
 
-class RunNames(BaseModel):
-    """The names a run should be registered under, and the raw ones it may have been."""
-
-    model: str | None = Field(description="the real model name (model_hf_name, else the model without provider)")
-    benchmark: str | None = Field(description="the real benchmark name (the run dir's when the name is a hash)")
-    raw_model: str | None = Field(description="the model name as the run reported it, bare")
-    raw_benchmark: str | None
-
-
-def _strip_provider(model: str) -> str:
-    # litellm-style "hosted_vllm/org/name": the provider is not part of the model's name
-    parts = model.split("/")
-    return "/".join(parts[1:]) if len(parts) >= 3 else model
-
-
-def run_names(exp: Experiment) -> RunNames:
-    raw_model = exp.model.rsplit("/", 1)[-1] if exp.model else None
-    model: str | None
-    if exp.model_hf_name:
-        model = exp.model_hf_name
-    elif exp.model and not NUMERIC_MODEL_RE.fullmatch(raw_model or ""):
-        model = _strip_provider(exp.model)
-    else:
-        model = None
-    bench = exp.benchmark
-    real_bench = exp.benchmark_from_dir if bench and HASH_BENCHMARK_RE.fullmatch(bench) else bench
-    return RunNames(model=model, benchmark=real_bench, raw_model=raw_model, raw_benchmark=bench)
-
-
 def is_bogus_model(name: str | None) -> bool:
     return bool(name) and bool(NUMERIC_MODEL_RE.fullmatch((name or "").rsplit("/", 1)[-1]))
 
 
 def is_hash_benchmark(name: str | None) -> bool:
     return bool(name) and bool(HASH_BENCHMARK_RE.fullmatch(name or ""))
-
-
-class RunMatch(BaseModel):
-    names: RunNames
-    run_rows: list[JobRow] = Field(default_factory=list, description="the rows of this run")
-    pair_rows: list[JobRow] = Field(default_factory=list, description="every row of the pair, every user")
-    how: Literal["job_name", "created_at", "none"] = "none"
-    ambiguous: str | None = Field(None, description="why the run's row cannot be told apart")
-
-    def own(self, usernames: list[str]) -> list[JobRow]:
-        return [r for r in self.run_rows if r.username in usernames]
-
-    @property
-    def row(self) -> JobRow | None:
-        """The run's one row, when there is exactly one and it is not ambiguous."""
-        return self.run_rows[0] if len(self.run_rows) == 1 and not self.ambiguous else None
-
-    def shown(self) -> list[JobRow]:
-        seen: dict[str, JobRow] = {r.id: r for r in self.pair_rows}
-        for r in self.run_rows:
-            seen.setdefault(r.id, r)
-        return sorted(seen.values(), key=lambda r: (r.created_at is None, r.created_at), reverse=True)
-
-
-# a row created a little before the run's recorded start is still the run's (clock skew, a
-# harvest that registers at launch)
-START_SLACK = timedelta(hours=1)
-
-
-def match(exp: Experiment, jobs: list[JobRow], models: dict[str, str], benchmarks: dict[str, str]) -> RunMatch:
-    names = run_names(exp)
-    model_names = {n for n in (names.model, names.raw_model) if n}
-    if exp.model:
-        model_names.add(exp.model)
-    bench_names = {n for n in (names.benchmark, names.raw_benchmark) if n}
-    model_ids = {i for i, n in models.items() if n in model_names}
-    bench_ids = {i for i, n in benchmarks.items() if n in bench_names}
-    pair = [r for r in jobs if r.model_id in model_ids and r.benchmark_id in bench_ids]
-    by_name = [r for r in jobs if r.job_name and r.job_name == exp.id]
-    pair_ids = {r.id for r in pair}
-    pair += [r for r in by_name if r.id not in pair_ids]
-    if by_name:
-        m = RunMatch(names=names, run_rows=by_name, pair_rows=pair, how="job_name")
-        if len(by_name) > 1:
-            m.ambiguous = f"{len(by_name)} rows carry this run's job name: " + "; ".join(r.brief() for r in by_name)
-        return m
-    start = as_utc(exp.started_at)
-    candidates = [r for r in pair if not r.job_name and r.created_at is not None
-                  and (start is None or as_utc(r.created_at) >= start - START_SLACK)]  # type: ignore[operator]
-    if len(candidates) == 1:
-        return RunMatch(names=names, run_rows=candidates, pair_rows=pair, how="created_at")
-    if len(candidates) > 1:
-        return RunMatch(names=names, run_rows=candidates, pair_rows=pair, how="created_at",
-                        ambiguous=f"{len(candidates)} rows without a job name were created after the run started: "
-                        + "; ".join(r.brief() for r in candidates))
-    return RunMatch(names=names, pair_rows=pair)
-
-
-def view_match(exp: Experiment, view: LeaderboardView) -> RunMatch:
-    return match(exp, view.jobs, view.models, view.benchmarks)
 
 
 def repo_id_from_url(url: str | None) -> str | None:

@@ -15,13 +15,14 @@ from services.core.config import Config
 from services.core.models import Experiment
 from services.leaderboard.client import LeaderboardClient, LeaderboardError
 from services.leaderboard.enrichment import LeaderboardEnrichment
-from services.leaderboard.rows import LeaderboardView, TraceStatus, job_rows, repo_id_from_url, view_match
+from services.leaderboard.match import match
+from services.leaderboard.rows import LeaderboardView, TraceStatus, job_rows, repo_id_from_url
 from services.leaderboard.traces import HubClient, expected_repo
 
 
 async def load_view(config: Config, exps: list[Experiment], *, client: LeaderboardClient | None = None,
                     hub: HubClient | None = None, previous: LeaderboardView | None = None) -> LeaderboardView:
-    """The rows of every table, and the status of every dataset a matched row links (or the
+    """The rows of every table, and the status of every dataset the run's row links (and the
     run's expected dataset). Never raises for an unreachable leaderboard: the view comes back
     with `error` set, holding the previous rows when there were any."""
     try:
@@ -37,15 +38,12 @@ async def load_view(config: Config, exps: list[Experiment], *, client: Leaderboa
                            usernames=config.leaderboard_usernames())
     repos: set[str] = set()
     for exp in exps:
-        m = view_match(exp, view)
-        for r in m.run_rows:
-            rid = repo_id_from_url(r.trace_url)
+        row = match(exp, view, config.policy, view.fetched_at or datetime.now(UTC)).row
+        if row is None:
+            continue
+        for rid in (repo_id_from_url(row.trace_url), expected_repo(exp, config)):
             if rid:
                 repos.add(rid)
-        if m.run_rows:
-            expected = expected_repo(exp, config)
-            if expected:
-                repos.add(expected)
     if repos:
         hub = hub or HubClient.from_config(config)
         gate = asyncio.Semaphore(4)

@@ -24,7 +24,8 @@ from services.core.models import AuditReport, Experiment, experiment_key
 from services.core.source import Source
 from services.leaderboard.client import LeaderboardClient, LeaderboardError, LeaderboardUnavailable
 from services.leaderboard.enrichment import complete, partial, stale_rows
-from services.leaderboard.rows import FINISHED, JobRow, LeaderboardView, RunMatch, view_match
+from services.leaderboard.match import RunMatch, match
+from services.leaderboard.rows import FINISHED, REGISTERED, JobRow, LeaderboardView
 from services.leaderboard.safety import Guard, why_not
 from services.leaderboard.traces import HubClient, expected_repo
 from services.leaderboard.view import load_view
@@ -206,8 +207,9 @@ async def read(exp: Experiment, config: Config, now: datetime | None) -> Reading
     view = await load_view(config, [exp], client=client)
     if view.error:
         raise WriteRefused(f"the leaderboard cannot be read now, so nothing can be planned: {view.error}")
-    report = audit_experiment(exp, config.policy, now or datetime.now(UTC))
-    return Reading(view, view_match(exp, view), report, config.leaderboard_usernames(), client)
+    at = now or datetime.now(UTC)
+    report = audit_experiment(exp, config.policy, at)
+    return Reading(view, match(exp, view, config.policy, at), report, config.leaderboard_usernames(), client)
 
 
 def digest(*parts: Any) -> str:
@@ -219,7 +221,14 @@ def rows_hash(rows: list[JobRow]) -> list[dict[str, Any]]:
 
 
 def shown_rows(m: RunMatch, usernames: list[str]) -> list[str]:
-    return [f"    {'yours    ' if r.username in usernames else 'not yours'}  {r.brief()}" for r in m.shown()]
+    ids = {r.id for r in m.candidates}
+
+    def label(r: JobRow) -> str:
+        if r.id in ids:
+            return "this run's" if len(ids) == 1 else "candidate"
+        return "yours" if r.username in usernames else "not yours"
+
+    return [f"    {label(r):<10}  {r.brief()}" for r in m.shown()]
 
 
 def make_plan(action: str, title: str, exp: Experiment, r: Reading, steps: list[Step], preview: list[str], *,
@@ -227,7 +236,7 @@ def make_plan(action: str, title: str, exp: Experiment, r: Reading, steps: list[
               meta: dict[str, Any] | None = None) -> Plan:
     h = digest(action, inputs)
     pid = new_record_id(action, now, h)
-    if blocked and steps:
+    if blocked:
         preview = [*preview, "", f"Cannot apply: {blocked}"]
     rows = shown_rows(r.match, r.usernames)
     if rows:
@@ -292,10 +301,12 @@ class Register(LeaderboardRemediation):
         m, names = r.match, r.match.names
         title = f"Register {exp.id}"
         inputs = [rows_hash(m.shown()), names.model_dump(), exp.score, exp.counts.model_dump()]
-        if m.run_rows:
+        if m.row is not None:
             return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id} is registered already: row "
-                             f"{m.run_rows[0].id[:8]} ({m.run_rows[0].username}); nothing to insert."],
-                             inputs=inputs, now=now)
+                             f"{m.row.id[:8]} ({m.row.username}); nothing to insert."], inputs=inputs, now=now)
+        if m.ambiguous:
+            return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: nothing is inserted."], inputs=inputs,
+                             blocked=m.ambiguous, now=now)
         blocked = None
         if not r.usernames:
             blocked = why_not(None, r.usernames)
@@ -356,17 +367,21 @@ class Deregister(LeaderboardRemediation):
                     now: datetime | None) -> Plan:
         m = r.match
         title = f"De-register the partial row of {exp.id}"
-        rows = [x for x in m.run_rows if x.status in (FINISHED, "Pending", "Started")]
         inputs = [rows_hash(m.shown()), exp.counts.model_dump()]
-        if not rows:
-            return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: no registered row of this run; nothing "
+        if m.ambiguous:
+            return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: nothing is de-registered."],
+                             inputs=inputs, blocked=m.ambiguous, now=now)
+        row = m.row
+        if row is None and m.theirs:
+            return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: no row of yours registers this run."],
+                             inputs=inputs, blocked=why_not(m.theirs[0], r.usernames, m.pair_rows), now=now)
+        if row is None or row.status not in REGISTERED:
+            return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: no registered row of yours for this run "
+                             f"({m.looked() if row is None else f'row {row.id[:8]} is {row.status}'}); nothing "
                              "to de-register."], inputs=inputs, now=now)
         blocked = None
-        if m.ambiguous:
-            blocked = f"unclear which row is this run's: {m.ambiguous}"
-        elif not partial(r.report):
+        if not partial(r.report):
             blocked = "the run passes the valid count and the error gate: its row is not a partial"
-        row = rows[0]
         blocked = blocked or why_not(row, r.usernames, m.pair_rows)
         usage = await r.client.select("usage", eq={"job_id": row.id})
         # a blocked plan keeps its steps: the dialog shows what would run, and why it will not

@@ -114,7 +114,8 @@ class UploadTraces(LeaderboardRemediation):
                              f"row {row.id[:8]}; nothing to do."], inputs=inputs, now=now)
         blocked = None
         if row is None:
-            blocked = m.ambiguous or "the run has no leaderboard row: register it first (traces link onto its row)"
+            blocked = m.ambiguous or (f"the run has no leaderboard row of yours ({m.looked()}): register it first "
+                                      "(traces link onto its row)")
         else:
             blocked = why_not(row, r.usernames, m.pair_rows)
         if not blocked and row is not None and row.status != FINISHED:
@@ -164,7 +165,8 @@ class FreeDisk(LeaderboardRemediation):
         inputs: list[Any] = [rows_hash(m.shown()), status.model_dump() if status else None, exp.path]
         blocked = None
         if row is None:
-            blocked = m.ambiguous or "the run has no leaderboard row: register it and upload its traces first"
+            blocked = m.ambiguous or (f"the run has no leaderboard row of yours ({m.looked()}): register it and "
+                                      "upload its traces first")
         else:
             blocked = why_not(row, r.usernames, m.pair_rows)
         if not blocked and row is not None and row.status != FINISHED:

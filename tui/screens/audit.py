@@ -152,7 +152,7 @@ class AuditScreen(Screen[None]):
             self.post_message(RequestPlan(item.runnable, self.key))
             return
         hint = f"Recommended: {item.action}" if item.action else "Nothing to do for this check."
-        self.post_message(Notice("information", item.title, f"No fix evaldesk can run here. {hint}"))
+        self.post_message(Notice("information", item.title, f"No fix evaldesk can run here: {item.evidence}. {hint}"))
 
     @on(OptionList.OptionSelected, "#checks")
     def _on_selected(self, event: OptionList.OptionSelected) -> None:

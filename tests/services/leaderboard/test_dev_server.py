@@ -92,7 +92,7 @@ def test_init_starts_a_cluster_and_serves_it(tmp_path: Path) -> None:
                              "0", "--me", ME], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline()
         assert "serving http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
         url = line.split("serving ", 1)[1].split(" ", 1)[0]

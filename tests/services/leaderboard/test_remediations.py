@@ -6,22 +6,27 @@ PostgreSQL directly)."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from services.audit.verdict import audit_experiment
 from services.core.config import Config
 from services.core.journal import Journal
-from services.core.models import Experiment
+from services.core.models import Check, Experiment
 from services.harbor.source import HarborSource
+from services.leaderboard.view import audit_context, load_view
 from services.remediations import registry
 from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
 from services.remediations.records import Plan, Record
-from services.remediations.steps import StepContext
+from services.remediations.steps import ExternalStep, Step, StepContext
 from tests.support.hub_server import HubServer
-from tests.support.leaderboard import ME, SECRET_KEY, SECRET_TOKEN, Leaderboard, config_for
+from tests.support.leaderboard import ME, OTHER, SECRET_KEY, SECRET_TOKEN, Leaderboard, config_for
 from tests.support.leaderboard_fixtures import Jobs
 
 HEALTHY = "terminal_bench_2_laion-OpenThinker-Agent-8B_2026-11-19__12-00-00"
@@ -48,6 +53,13 @@ class World:
         snap = await self.source.scan()
         return next(e for e in snap.experiments if e.id == job)
 
+    async def audit(self, job: str) -> dict[str, Check]:
+        """The run's checks with the leaderboard read now, as `--batch fix` sees them."""
+        exp = await self.exp(job)
+        view = await load_view(self.config, [exp])
+        report = audit_experiment(exp, self.config.policy, datetime.now(UTC), audit_context(view, self.config))
+        return {c.id: c for c in report.checks}
+
     async def plan(self, action: str, job: str) -> Plan:
         return await registry.plan(action, await self.exp(job), self.source, self.config)
 
@@ -69,6 +81,29 @@ def world(lb: Leaderboard, hub: HubServer, demo: Jobs, tmp_path: Path) -> Iterat
     w = World(lb, hub, demo, tmp_path)
     yield w
     w.assert_others_untouched()
+
+
+def add_row(lb: Leaderboard, user: str, model_id: str, bench_id: str, created: datetime | None, *,
+            job: str | None = None, status: str = "Finished", score: float | None = 0.45) -> str:
+    rid = str(uuid.uuid4())
+    lb.execute("INSERT INTO sandbox_jobs (id, username, model_id, benchmark_id, status, score, job_name, created_at, "
+               "updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+               (rid, user, model_id, bench_id, status, score, job, created, created))
+    return rid
+
+
+def args(step: Step) -> dict[str, Any]:
+    assert isinstance(step, ExternalStep)
+    return step.args
+
+
+def utc(dt: datetime | None) -> datetime:
+    assert dt is not None
+    return dt.astimezone(UTC)
+
+
+def jobs_table(lb: Leaderboard) -> list[dict[str, Any]]:
+    return lb.sql("SELECT * FROM sandbox_jobs ORDER BY id")
 
 
 def secrets_absent(*texts: str) -> None:
@@ -110,7 +145,7 @@ async def test_deregister_with_usage_children_and_undo(world: World) -> None:
     usage_before = lb.sql("SELECT * FROM sandbox_trial_model_usage WHERE job_id = %s", (lb.ids["job_partial"],))
     assert before and len(usage_before) == 1
     plan, record = await world.apply("deregister", SHORT)
-    assert [s.args["table"] for s in plan.steps] == ["usage", "jobs"]  # children first
+    assert [args(s)["table"] for s in plan.steps] == ["usage", "jobs"]  # children first
     assert lb.job("job_partial") is None
     assert lb.sql("SELECT * FROM sandbox_trial_model_usage WHERE job_id = %s", (lb.ids["job_partial"],)) == []
     assert (await world.plan("deregister", SHORT)).nothing_to_do  # a second run changes nothing
@@ -121,11 +156,13 @@ async def test_deregister_with_usage_children_and_undo(world: World) -> None:
 
 
 async def test_a_row_that_is_not_ours_is_refused_with_the_rows(world: World) -> None:
+    """harvest-bot's row carries the run's job name: it is shown, never chosen, never planned."""
     plan = await world.plan("deregister", GATE)
     assert plan.blocked and "belongs to harvest-bot" in plan.blocked
-    assert plan.steps  # the dialog shows what would run, and why it will not
+    assert plan.steps == []
     assert any("not yours" in line and "harvest-bot" in line for line in plan.preview)
-    with pytest.raises(WriteRefused, match="harvest-bot"):
+    assert f"Cannot apply: {plan.blocked}" in plan.preview
+    with pytest.raises(WriteRefused):
         await registry.apply("deregister", plan, GATE, world.source, world.config, world.write_path)
     assert world.lb.job("job_gate_other") is not None
 
@@ -175,7 +212,7 @@ async def test_a_foreign_key_of_another_user_blocks_the_hash_benchmark_delete(wo
     lb = world.lb
     plan, _ = await world.apply("repoint_benchmark", NUMERIC)
     assert "keep benchmark 34ab93c4e1d2…: still referenced by 1 row(s) of colleague" in "\n".join(plan.preview)
-    assert [s.args["op"] for s in plan.steps] == ["update"]
+    assert [args(s)["op"] for s in plan.steps] == ["update"]
     assert lb.sql("SELECT count(*) AS n FROM sandbox_benchmark_tasks WHERE benchmark_id = %s",
                   (lb.ids["bench_hash"],))[0]["n"] == 3
     row = lb.sql("SELECT b.name FROM sandbox_jobs j JOIN benchmarks b ON b.id = j.benchmark_id WHERE j.id = %s",
@@ -189,7 +226,7 @@ async def test_an_unreferenced_hash_benchmark_goes_task_rows_first_and_comes_bac
     world.others_before = lb.others_rows()
     tasks = lb.sql("SELECT * FROM sandbox_benchmark_tasks ORDER BY task_name")
     plan, record = await world.apply("repoint_benchmark", NUMERIC)
-    assert [(s.args["op"], s.args["table"]) for s in plan.steps] == [
+    assert [(args(s)["op"], args(s)["table"]) for s in plan.steps] == [
         ("update", "jobs"), ("delete", "benchmark_tasks"), ("delete", "benchmarks")]
     assert lb.sql("SELECT * FROM benchmarks WHERE id = %s", (lb.ids["bench_hash"],)) == []
     assert lb.sql("SELECT * FROM sandbox_benchmark_tasks") == []
@@ -198,16 +235,116 @@ async def test_an_unreferenced_hash_benchmark_goes_task_rows_first_and_comes_bac
     assert str(lb.job("job_numeric")["benchmark_id"]) == lb.ids["bench_hash"]  # type: ignore[index]
 
 
-async def test_delete_stale_own_rows_only(world: World) -> None:
+async def test_delete_stale_own_rows_only_never_a_live_runs_own(world: World) -> None:
+    """The running run's own Started row (no job name, untouched for days) is the run's row by
+    pair and created_at: the audit names it so, and the stale cleanup leaves it."""
     lb = world.lb
-    lb.execute("INSERT INTO sandbox_jobs (username, model_id, benchmark_id, status, created_at, updated_at) "
-               "VALUES ('bob', %s, %s, 'Started', now() - interval '3 days', now() - interval '3 days')",
-               (lb.ids["model_claude"], lb.ids["bench_swe"]))
+    exp = await world.exp(RUNNING)
+    live = add_row(lb, ME, lb.ids["model_claude"], lb.ids["bench_swe"],
+                   utc(exp.started_at) + timedelta(minutes=5), status="Started", score=None)
+    add_row(lb, "bob", lb.ids["model_claude"], lb.ids["bench_swe"], datetime.now(UTC) - timedelta(days=3),
+            status="Started", score=None)
     world.others_before = lb.others_rows()
+    before = jobs_table(lb)
+    checks = await world.audit(RUNNING)
+    assert checks["registered"].status == "pass" and f"row {live[:8]} (yours, Started" in checks["registered"].evidence
+    stale = checks["stale_rows"]
+    assert stale.status == "fail" and stale.remediation == "delete_stale"
+    assert lb.ids["job_stale"][:8] in stale.evidence and f"row {live[:8]} is this live run's own, never stale" in (
+        stale.evidence)
     plan, _ = await world.apply("delete_stale", RUNNING)
-    assert len(plan.steps) == 1 and lb.job("job_stale") is None
-    assert lb.sql("SELECT count(*) AS n FROM sandbox_jobs WHERE username = 'bob'")[0]["n"] == 1
+    assert [args(s)["key"] for s in plan.steps] == [{"id": lb.ids["job_stale"]}]
+    assert jobs_table(lb) == [r for r in before if str(r["id"]) != lb.ids["job_stale"]]
     assert (await world.plan("delete_stale", RUNNING)).nothing_to_do
+
+
+async def test_another_users_row_in_the_window_never_blocks_registering_yours(world: World) -> None:
+    lb = world.lb
+    exp = await world.exp(HEALTHY)
+    theirs = add_row(lb, OTHER, lb.ids["model_8b"], lb.ids["bench_tb2"],
+                     utc(exp.started_at) + timedelta(hours=4))
+    world.others_before = lb.others_rows()
+    before = jobs_table(lb)
+    checks = await world.audit(HEALTHY)
+    registered = checks["registered"]
+    assert registered.status == "fail" and registered.remediation == "register"
+    assert f"not yours, never chosen: {theirs[:8]} {OTHER}" in registered.evidence
+    assert checks["traces"].status == "skip" and "no leaderboard row of yours" in checks["traces"].evidence
+    assert checks["traces"].action is None  # nobody is asked to upload onto another user's row
+    await world.apply("register", HEALTHY)
+    after = jobs_table(lb)
+    new = [r for r in after if r not in before]
+    assert len(new) == 1 and (new[0]["username"], new[0]["job_name"]) == (ME, HEALTHY)
+    assert str(new[0]["model_id"]) == lb.ids["model_8b"] and str(new[0]["benchmark_id"]) == lb.ids["bench_tb2"]
+    assert [r for r in after if r in before] == before
+    assert (await world.audit(HEALTHY))["registered"].status == "pass"
+
+
+async def test_a_later_row_of_yours_is_not_an_earlier_runs(world: World) -> None:
+    """A complete row of yours made three days after partial run A finished is a later run's:
+    A's de-register does not touch it, and a complete run's traces never link onto such a row."""
+    lb = world.lb
+    short = await world.exp(SHORT)
+    later = utc(short.finished_at) + timedelta(days=3)
+    lb.execute("UPDATE sandbox_jobs SET job_name = NULL, score = 0.45, n_trials = 267, n_errors = 3, created_at = %s,"
+               " updated_at = %s WHERE id = %s", (later, later, lb.ids["job_partial"]))
+    before = jobs_table(lb)
+    checks = await world.audit(SHORT)
+    assert checks["partial_registered"].status == "pass"
+    plan = await world.plan("deregister", SHORT)
+    assert plan.nothing_to_do and "no registered row of yours" in plan.preview[0]
+    healthy = await world.exp(HEALTHY)
+    late = add_row(lb, ME, lb.ids["model_8b"], lb.ids["bench_tb2"],
+                   utc(healthy.finished_at) + timedelta(days=3))
+    before = jobs_table(lb)
+    upload = await world.plan("upload_traces", HEALTHY)
+    assert upload.blocked and "no leaderboard row of yours" in upload.blocked
+    assert all(getattr(s, "args", {}).get("key") != {"id": late} for s in upload.steps)
+    assert (await world.audit(HEALTHY))["traces"].status == "skip"
+    assert jobs_table(lb) == before
+
+
+async def test_register_files_a_hosted_vllm_run_under_the_harvests_model(world: World) -> None:
+    """`hosted_vllm/qwen3-coder-30b` registers under the existing `qwen3-coder-30b` (the harvest's
+    name, used by another user's row): no sibling model is minted."""
+    lb = world.lb
+    cfg = world.demo.need(HEALTHY) / HEALTHY / "config.json"
+    data = json.loads(cfg.read_text())
+    data["agents"][0]["model_name"] = "hosted_vllm/qwen3-coder-30b"
+    cfg.write_text(json.dumps(data))
+    qwen = str(uuid.uuid4())
+    lb.execute("INSERT INTO models (id, name) VALUES (%s, 'qwen3-coder-30b')", (qwen,))
+    add_row(lb, OTHER, qwen, lb.ids["bench_tb2"], datetime.now(UTC) - timedelta(days=5), job="their_qwen_run")
+    world.others_before = lb.others_rows()
+    models = lb.sql("SELECT * FROM models ORDER BY id")
+    plan, _ = await world.apply("register", HEALTHY)
+    assert "add model" not in "\n".join(plan.preview)
+    assert lb.sql("SELECT * FROM models ORDER BY id") == models
+    assert lb.sql("SELECT j.username, m.name FROM sandbox_jobs j JOIN models m ON m.id = j.model_id "
+                  "WHERE j.job_name = %s", (HEALTHY,)) == [{"username": ME, "name": "qwen3-coder-30b"}]
+
+
+async def test_two_rows_of_yours_for_the_run_stop_and_show_both(world: World) -> None:
+    lb = world.lb
+    short = await world.exp(SHORT)
+    dup = add_row(lb, ME, lb.ids["model_qwen"], lb.ids["bench_tb2"],
+                  utc(short.finished_at) + timedelta(hours=1), job=SHORT, score=0.31)
+    before = jobs_table(lb)
+    checks = await world.audit(SHORT)
+    for cid in ("registered", "partial_registered"):
+        c = checks[cid]
+        assert c.status == "fail" and c.remediation is None, c
+        assert "unclear which row is this run's: 2 rows of yours carry this run's job name" in c.evidence
+        for rid in (lb.ids["job_partial"], dup):
+            assert f"{rid[:8]} {ME} Finished" in c.evidence
+        assert f"job {SHORT}" in c.evidence and "created " in c.evidence
+        assert "ask" not in (c.action or "")
+    for action in ("deregister", "register"):
+        plan = await world.plan(action, SHORT)
+        assert plan.steps == [] and plan.blocked and dup[:8] in plan.blocked, action
+        assert f"Cannot apply: {plan.blocked}" in plan.preview
+        assert sum("candidate" in line for line in plan.preview) == 2
+    assert jobs_table(lb) == before
 
 
 async def test_upload_traces_streams_last_episodes_then_links_the_row(world: World) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,7 @@ def test_fix_refuses_a_row_that_is_not_ours_and_read_only_refuses_apply(
     code, out = cli.json("--batch", "fix", "partial_registered", "--apply", job)
     [plan] = out["plans"]
     assert code == 1 and plan["action"] is None and "harvest-bot" in plan["message"]
+    assert lb.ids["job_gate_other"][:8] in plan["evidence"] and f"ask {ME}" not in plan["message"]
     res = cli.run("--read-only", "--batch", "fix", "partial_registered", "--apply", str(demo.need(SHORT) / SHORT))
     assert res.returncode == 2 and "read-only" in res.stderr
     assert lb.job("job_partial") is not None and lb.job("job_gate_other") is not None
@@ -102,6 +104,41 @@ def test_fix_refuses_a_row_that_is_not_ours_and_read_only_refuses_apply(
     assert res.returncode == 2 and "CHECK_ID" in res.stderr
     res = cli.run("--batch", "journal", "--since", "yesterday")
     assert res.returncode == 2 and "--since" in res.stderr
+    cli.no_secrets()
+
+
+def test_a_refusal_prints_the_evidence_and_the_candidate_rows(
+        lb: Leaderboard, hub: HubServer, demo: Jobs, tmp_path: Path) -> None:
+    """Two rows of yours carry the run's job name: every fix writes nothing, and says why with
+    both rows (id, user, status, created, job name) — in the table and in JSON."""
+    cli = Cli(lb, hub, tmp_path)
+    job = str(demo.need(SHORT) / SHORT)
+    # another user's row whose job name would drive the terminal: listed, escaped
+    hostile = "x\x1b]52;c;aGk=\x07"
+    lb.execute("INSERT INTO sandbox_jobs (username, model_id, benchmark_id, status, job_name) VALUES "
+               "('colleague', %s, %s, 'Started', %s)", (lb.ids["model_qwen"], lb.ids["bench_tb2"], hostile))
+    listed = cli.run("--batch", "fix", "partial_registered", job, "--format", "table").stdout
+    assert "not yours" in listed and "\x1b" not in listed and "x\\x1b]52;c;aGk=\\x07" in listed
+    dup = str(uuid.uuid4())
+    lb.execute("INSERT INTO sandbox_jobs (id, username, model_id, benchmark_id, status, score, job_name) "
+               "VALUES (%s, %s, %s, %s, 'Finished', 0.31, %s)", (dup, ME, lb.ids["model_qwen"], lb.ids["bench_tb2"],
+                                                                 SHORT))
+    before = lb.sql("SELECT * FROM sandbox_jobs ORDER BY id")
+    res = cli.run("--batch", "fix", "partial_registered", "--apply", job, "--format", "table")
+    assert res.returncode == 1, res.stderr
+    text = " ".join(res.stdout.split())
+    assert "unclear which row is this run's: 2 rows of yours carry this run's job name" in text
+    for rid in (lb.ids["job_partial"], dup):
+        assert f"{rid[:8]} {ME} Finished" in text
+    assert f"job {SHORT}" in text and "created " in text
+    assert "ask me" not in text and f"ask {ME}" not in text
+    for check in ("registered", "partial_registered", "traces"):
+        code, out = cli.json("--batch", "fix", check, "--apply", job)
+        [plan] = out["plans"]
+        assert not plan["applied"] and plan["steps"] == [], check
+        assert (plan["status"], code) == (("warn", 0) if check == "traces" else ("fail", 1)), check  # not complete
+        assert dup[:8] in plan["evidence"] and dup[:8] in plan["message"], check
+    assert lb.sql("SELECT * FROM sandbox_jobs ORDER BY id") == before
     cli.no_secrets()
 
 

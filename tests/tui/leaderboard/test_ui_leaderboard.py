@@ -5,6 +5,7 @@ SVG snapshots of the audit screen with leaderboard findings at 80x24 and 120x40.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -137,14 +138,35 @@ async def test_a_row_handed_to_another_user_is_refused_with_the_reason(lb: Leade
         lb.execute("UPDATE sandbox_jobs SET username = 'bob' WHERE id = %s", (lb.ids["job_partial"],))
         await pilot.press("x")
         await settle(pilot, 3)
-        dialog = app.screen
-        assert isinstance(dialog, ConfirmScreen)
-        refusal = str(dialog.query_one("#refusal").render())
-        assert "belongs to bob" in refusal and ME in refusal
-        assert dialog.query_one("#confirm", Button).disabled
+        # bob's row is never planned: nothing to confirm, and the refusal says why, with the rows
+        assert isinstance(app.screen, AuditScreen)
+        refusal = next(e.message for e in app.event_log if "Cannot apply" in e.message)
+        assert "belongs to bob" in refusal and ME in refusal and lb.ids["job_partial"][:8] in refusal
         await pilot.press("y")
         await settle(pilot, 5)
     assert lb.job("job_partial")["username"] == "bob"  # type: ignore[index]
+
+
+async def test_rows_that_cannot_be_told_apart_are_shown_on_the_checklist_and_on_x(
+        lb: Leaderboard, hub: HubServer, demo: Jobs, tmp_path: Path) -> None:
+    dup = str(uuid.uuid4())
+    lb.execute("INSERT INTO sandbox_jobs (id, username, model_id, benchmark_id, status, score, job_name) "
+               "VALUES (%s, %s, %s, %s, 'Finished', 0.31, %s)", (dup, ME, lb.ids["model_qwen"], lb.ids["bench_tb2"],
+                                                                 SHORT))
+    before = lb.sql("SELECT * FROM sandbox_jobs ORDER BY id")
+    app = make_app(lb, hub, demo.need(SHORT), tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_audit(app, pilot, SHORT, "partial_registered")
+        item = {i.id: i for i in screen.query_one(Checklist).items}["partial_registered"]
+        assert item.status == "fail" and item.runnable is None
+        await pilot.press("x")
+        await settle(pilot, 2)
+        assert isinstance(app.screen, AuditScreen)
+        said = next(e.message for e in app.event_log if "unclear which row is this run's" in e.message)
+        for text in (item.evidence, said):
+            assert f"{lb.ids['job_partial'][:8]} {ME} Finished" in text and f"{dup[:8]} {ME} Finished" in text
+        assert f"ask {ME}" not in said
+    assert lb.sql("SELECT * FROM sandbox_jobs ORDER BY id") == before
 
 
 async def test_the_leaderboard_down_is_stale_never_blocking(lb: Leaderboard, hub: HubServer, demo: Jobs,
