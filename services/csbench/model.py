@@ -45,6 +45,7 @@ class RunFacts(BaseModel):
     stale: str | None = Field(None, description="why a run that says running is not")
     task_error: str | None = None
     note: str | None = Field(None, description="what this row is when there is no record")
+    plan_id: str | None = Field(None, description="the run plan it belongs to (its record's, or its task slot's)")
     artifacts: list[ArtifactCheck] = Field(default_factory=list)
     artifacts_local: bool = Field(False, description="the results dir holds an artifacts/ tree to check")
     instance_ids: list[str] = Field(default_factory=list, description="SWE-bench instances, from its results artifact")
@@ -69,6 +70,14 @@ class TeardownMark(BaseModel):
     output: str = ""
 
 
+class FetchMark(BaseModel):
+    """An applied `csbench_fetch` write of evaldesk: what `csbench status` said when it fetched."""
+
+    record_id: str
+    at: datetime | None = None
+    status: StatusLine | None = None
+
+
 Origin = Literal["run-plan", "fetched", "cloud"]
 
 
@@ -88,7 +97,12 @@ class CampaignFacts(BaseModel):
     teardown: TeardownMark | None = None
     teardown_problem: str | None = None
     tasks: list[CampaignTask] = Field(default_factory=list)
-    stale: str | None = Field(None, description="why the campaign is not progressing")
+    expected_runs: list[int] = Field(default_factory=list, description="per task slot: the measured runs the "
+                                     "plan asks for (its repeat)")
+    warmups: list[RunFacts] = Field(default_factory=list, description="warm-up runs: not measurements, as in "
+                                    "csbench's status_counts")
+    fetch: FetchMark | None = None
+    stale: str | None = Field(None, description="why the campaign is not progressing (killed, stale)")
     config_known: bool = Field(False, description="a [csbench] config can run commands for it")
     teardown_command: str | None = Field(None, description="the exact teardown command, when the config says it")
 
@@ -106,3 +120,4 @@ class CampaignExperiment(Experiment):
 
 class RunTrial(Trial):
     run: RunFacts = Field(exclude=True)
+

@@ -57,7 +57,7 @@ def test_trials_of_a_failing_plan(tmp_path_factory: pytest.TempPathFactory,
     assert sorted(t["task_name"] for t in trials) == ["suite:no-such-suite", "suite:swe-bench-lite"]
     assert {t["failure_class"] for t in trials} == {"failed"}
     code, out, _ = run_main(capsys, "--batch", "audit", "--format", "table", str(root))
-    assert code == 1 and "Every task completed" in out and "did not complete" in out
+    assert code == 1 and "Every task completed" in out and "1 of 3 measured run(s) completed" in out
 
 
 def test_a_passing_plan_audits_clean(tmp_path_factory: pytest.TempPathFactory,
@@ -89,3 +89,18 @@ def test_campaigns_by_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     code, out, err = run_main(capsys, "--batch", "list", "csbench://camp-cccc3333")
     assert code == 2 and "[csbench]" in err and out == ""
     no_traceback(err)
+
+
+def test_list_counts_runs_the_plans_ask_for(tmp_path_factory: pytest.TempPathFactory,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A repeated task and warm-ups, as `csbench run-plan` wrote them: valid never above expected."""
+    for name, figures in (("repeated", (4, 4)), ("warmup", (1, 1)), ("killed", None)):
+        _, out, err = run_main(capsys, "--batch", "list", "--format", "json", str(results(tmp_path_factory, name)))
+        no_traceback(err)
+        [row] = json.loads(out)["experiments"]
+        assert row["valid"] <= row["expected"]
+        if figures is not None:
+            assert (row["valid"], row["expected"]) == figures and row["state"] == "finished"
+        else:
+            assert row["state"] == "failed" and row["expected"] == 31
+

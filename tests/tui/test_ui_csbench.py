@@ -243,3 +243,4 @@ def test_csbench_snapshot(snap_compare: Callable[..., bool], tmp_path_factory: p
     csbench_exe()
     app = make_app(tmp_path_factory, tmp_path)
     assert snap_compare(app, terminal_size=size, run_before=SCREENS[screen])
+
