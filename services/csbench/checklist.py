@@ -18,11 +18,12 @@ from datetime import datetime
 from services.core.models import AuditReport, Check, CheckStatus, Experiment, State, Verdict, report_trials
 from services.core.policy import Policy
 from services.csbench.formats import Record
-from services.csbench.model import CampaignExperiment, CampaignFacts, RunFacts, RunTrial
+from services.csbench.model import CampaignExperiment, CampaignFacts, PlanExperiment, RunFacts, RunTrial
 
 PASS, WARN, FAIL, SKIP = CheckStatus.pass_, CheckStatus.warn, CheckStatus.fail, CheckStatus.skip
 TEARDOWN = "csbench_teardown"
 FETCH = "csbench_fetch"
+SUBMIT = "csbench_submit"
 
 # the runbook's expectations (seed 002)
 MODEL_LABELS = {"oracle": "csbench-oracle-agent", "llm": "csbench-qwen-agent"}
@@ -527,3 +528,53 @@ def _notes(exp: CampaignExperiment, teardown: Check | None, checks: list[Check])
         notes.append(f"read problem: {p}")
     return notes
 
+
+# ---- a submit plan, before it pays ------------------------------------------------------------
+
+def check_submitted(exp: PlanExperiment) -> Check:
+    p = exp.plan
+    title = "Submitted"
+    live = [m for m in p.submitted if m.campaign_id and not p.torn_down.get(m.campaign_id)]
+    if live:
+        m = live[0]
+        when = f"{m.at:%Y-%m-%d %H:%M} UTC" if m.at else "?"
+        return _c("submitted", title, PASS, f"submitted as {m.campaign_id} at {when} (record {m.record_id}); the "
+                  "campaign is followed in its own row")
+    hard = [i for i in p.preflight if i.status == "fail" and not i.word]
+    if hard:
+        return _c("submitted", title, FAIL, f"not submitted: {len(hard)} preflight item(s) fail, first "
+                  f"{hard[0].title}", hard[0].fix)
+    worded = [i for i in p.preflight if i.status == "fail" and i.word]
+    if worded:
+        return _c("submitted", title, FAIL, f"not submitted: {worded[0].title} fails; only typing "
+                  f"{worded[0].word} in the dialog submits it anyway", worded[0].fix, SUBMIT)
+    return _c("submitted", title, WARN, "not submitted; the preflight passes", "submit it (x: the dialog shows the "
+              "command and what it bills)", SUBMIT)
+
+
+def audit_plan(exp: PlanExperiment) -> AuditReport:
+    """The runbook's checks before paying, one row each, and the submit itself."""
+    status = {"pass": PASS, "warn": WARN, "fail": FAIL, "skip": SKIP}
+    submitted = check_submitted(exp)
+    if submitted.status == PASS:
+        # its campaign runs: the preflight speaks of the next submit, not of this one
+        checks = [_c(i.id, i.title, SKIP, f"already submitted; before another submit: {i.status} — {i.evidence}")
+                  for i in exp.plan.preflight]
+    else:
+        checks = [_c(i.id, i.title, status[i.status], i.evidence, i.fix if i.status in ("fail", "warn") else None)
+                  for i in exp.plan.preflight]
+    checks.append(submitted)
+    verdict: Verdict
+    if submitted.status == PASS:
+        verdict = "finalize"
+    elif submitted.status == FAIL:
+        verdict = "investigate"
+    else:
+        verdict = "rerun"
+    notes = [f"csbench submit {exp.plan.plan_path} --config {exp.plan.config_path}: a controller ECS, NAT gateway "
+             "and EIP bill by the hour from terraform apply until teardown"]
+    return AuditReport(
+        id=exp.id, source=exp.source, path=exp.path, state=exp.state, state_raw=exp.state_raw, model=exp.model,
+        benchmark=exp.benchmark, score=None, trials=report_trials(exp.counts), valid_fraction=None,
+        error_fraction=None, checks=checks, verdict=verdict, notes=notes,
+    )

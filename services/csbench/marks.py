@@ -6,22 +6,26 @@ the campaign (`<dir>/.evaldesk-quarantine/<record id>/`): its applied records ar
 - `csbench_teardown`: csbench prints `{'destroyed': …}` and exits 0 even when terraform failed,
   so the marker is its printed dict, not the exit code;
 - `csbench_fetch`: what `csbench status` said when the records were fetched — a fetched dir of
-  a FAILED campaign holds only its completed tasks' records (the controller uploads no others).
+  a FAILED campaign holds only its completed tasks' records (the controller uploads no others);
+- `csbench_submit` (kept in the `[csbench]` results dir): the campaign id csbench printed.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from services.csbench.formats import StatusLine, parse_teardown
-from services.csbench.model import FetchMark, TeardownMark
+from services.csbench.model import FetchMark, SubmitMark, TeardownMark
 from services.remediations.records import QUARANTINE_DIR, Record, records_in
 from services.transport.fs import LocalFS
 
 TEARDOWN = "csbench_teardown"
 FETCH = "csbench_fetch"
+SUBMIT = "csbench_submit"
+_CAMPAIGN_LINE = re.compile(r"^(camp-[0-9a-f]{6,})$")
 
 
 @dataclass
@@ -29,6 +33,7 @@ class Marks:
     teardown: TeardownMark | None = None
     teardown_problem: str | None = None
     fetch: FetchMark | None = None
+    submits: list[SubmitMark] = field(default_factory=list)  # newest first
 
 
 def _command_result(rec: Record) -> dict[str, Any]:
@@ -37,6 +42,15 @@ def _command_result(rec: Record) -> dict[str, Any]:
         step = next((s for s in rec.plan.steps if s.kind == "external"), None)
         result = dict(getattr(step, "result", {}) or {})
     return result
+
+
+def campaign_printed(stdout: str) -> str | None:
+    """`csbench submit` prints the new campaign id as its last line (cli/prod.py)."""
+    for line in reversed(stdout.strip().splitlines()):
+        m = _CAMPAIGN_LINE.match(line.strip())
+        if m:
+            return m.group(1)
+    return None
 
 
 async def read_marks(path: str) -> Marks:
@@ -64,5 +78,21 @@ async def read_marks(path: str) -> Marks:
                 except ValueError:
                     status = None
             marks.fetch = FetchMark(record_id=rec.id, at=rec.finished_at or rec.created_at, status=status)
+        elif rec.action == SUBMIT and rec.status == "applied":
+            result = _command_result(rec)
+            meta = rec.plan.meta
+            marks.submits.append(SubmitMark(
+                record_id=rec.id, at=rec.finished_at or rec.created_at, plan=str(meta.get("plan", "")),
+                plan_sha256=str(meta.get("plan_sha256", "")), config_sha256=str(meta.get("config_sha256", "")),
+                campaign_id=campaign_printed(str(result.get("stdout_tail", ""))), exit_code=result.get("exit_code")))
     return marks
 
+
+def read_marks_now(path: str) -> Marks:
+    """`read_marks` for a caller that is not a coroutine (opening sources): run on its own
+    loop in a short-lived thread, so it works whether or not a loop runs here."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read_marks(path)).result()

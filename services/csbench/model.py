@@ -121,3 +121,44 @@ class CampaignExperiment(Experiment):
 class RunTrial(Trial):
     run: RunFacts = Field(exclude=True)
 
+
+PreflightStatus = Literal["pass", "warn", "fail", "skip"]
+
+
+class PreflightItem(BaseModel):
+    """One thing the smoke runbook says to check before `csbench submit` spends money."""
+
+    id: str
+    title: str
+    status: PreflightStatus
+    evidence: str
+    fix: str | None = None
+    word: str | None = Field(None, description="typing this word in the console's dialog accepts this failure")
+
+
+class SubmitMark(BaseModel):
+    """An applied `csbench_submit` write of evaldesk: the campaign it started."""
+
+    record_id: str
+    at: datetime | None = None
+    plan: str = ""
+    plan_sha256: str = ""
+    config_sha256: str = ""
+    campaign_id: str | None = None
+    exit_code: int | None = None
+
+
+class SubmitFacts(BaseModel):
+    plan_path: str
+    config_path: str
+    results_dir: str
+    preflight: list[PreflightItem] = Field(default_factory=list)
+    submitted: list[SubmitMark] = Field(default_factory=list, description="earlier submits of this plan, newest first")
+    torn_down: dict[str, bool] = Field(default_factory=dict, description="campaign id → its teardown destroyed all")
+
+
+class PlanExperiment(Experiment):
+    """A submit plan of the `[csbench]` config, before and after `csbench submit`: its audit is
+    the runbook's pre-pay checklist, and its fix is the submit."""
+
+    plan: SubmitFacts = Field(exclude=True)

@@ -20,7 +20,8 @@ from services.csbench.cli import CLIError, CsbenchCLI, Settings
 from services.csbench.formats import Record, StatusLine
 from services.csbench.layout import DirReader, ResultsDir, find_results_dirs, read_bounded
 from services.csbench.marks import Marks, read_marks
-from services.csbench.model import CampaignExperiment, CampaignFacts
+from services.csbench.model import CampaignExperiment, CampaignFacts, PlanExperiment
+from services.csbench.submit import plan_experiment
 from services.csbench.view import TRIAL_FILES, ViewFS, evidence_for, publish_all
 from services.transport.fs import JobFS
 from services.transport.process import display
@@ -125,13 +126,17 @@ class ResultsSource(_Base):
 
 
 class CampaignSource(_Base):
-    """Cloud campaigns by id: `csbench status` / `logs` per scan, fetched records from disk."""
+    """Cloud campaigns by id: `csbench status` / `logs` per scan, fetched records from disk; the
+    submit plans of the config, each with its preflight, and the campaigns evaldesk submitted
+    (read back from the submit records in the results dir)."""
 
     def __init__(self, settings: Settings, campaigns: list[str] | None = None, *, label: str = "csbench",
-                 cli: CsbenchCLI | None = None) -> None:
+                 cli: CsbenchCLI | None = None, plans: list[str] | None = None, submitted: bool = True) -> None:
         super().__init__(label)
         self.settings = settings
         self.campaigns = list(dict.fromkeys(campaigns if campaigns is not None else settings.campaigns))
+        self.plans = list(dict.fromkeys(plans if plans is not None else settings.plans))
+        self.submitted = submitted  # follow the campaigns evaldesk submitted too
         self.cli = cli or CsbenchCLI(settings)
         self._readers: dict[str, DirReader] = {}
         self._last: dict[str, tuple[StatusLine, list[str] | None, datetime]] = {}
@@ -194,10 +199,17 @@ class CampaignSource(_Base):
         exp.stale_since = stale_since if status_error else None
         return exp, errors
 
+    async def followed(self) -> list[str]:
+        """The configured campaigns, then those evaldesk submitted (newest first)."""
+        ids = list(self.campaigns)
+        if self.submitted:
+            ids += [m.campaign_id for m in (await read_marks(self.settings.results_dir)).submits if m.campaign_id]
+        return list(dict.fromkeys(ids))
+
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
         taken = datetime.now(UTC)
         progress = progress or no_progress
-        ids = self.campaigns
+        ids = await self.followed()
         progress(0, len(ids), f"csbench status of {len(ids)} campaign(s)")
         sem = asyncio.Semaphore(4)
 
@@ -206,8 +218,9 @@ class CampaignSource(_Base):
                 return await self._one(cid)
 
         results = await asyncio.gather(*(bounded(c) for c in ids))
-        experiments = [e for e, _ in results]
+        experiments: list[Experiment] = [e for e, _ in results]
         errors = [err for _, errs in results for err in errs]
+        plans: list[PlanExperiment] = [await plan_experiment(self.settings, p, self.label) for p in self.plans]
         publish_all(self._fs, experiments)
-        return Snapshot(source=self.label, taken_at=taken, experiments=list(experiments), errors=errors,
-                        stats={"campaigns": float(len(ids))})
+        return Snapshot(source=self.label, taken_at=taken, experiments=[*plans, *experiments], errors=errors,
+                        stats={"campaigns": float(len(ids)), "plans": float(len(plans))})

@@ -257,3 +257,79 @@ def standin(tmp: Path, bucket: Path) -> tuple[Path, Path]:
     bucket.mkdir(parents=True, exist_ok=True)
     return write_executable(tmp / "bin"), write_config(tmp / "csbench.yaml", bucket)
 
+
+# ---- csbench submit: a checkout as the runbook keeps it ----------------------------------------
+
+# the runbook's configs/swe-bench-smoke.plan.yaml (seed 002), placeholders only, as committed
+SMOKE_SUBMIT_PLAN = """version: "1"
+domain: agent-runtime
+platform: aliyun-agentrun
+cost_budget: 10.0
+driver:
+  install_docker: true
+  system_disk_size: 120
+  hf_endpoint: "https://hf-mirror.com"
+  instance_type: "ecs.c6.xlarge"
+tasks:
+  - task_id: "suite:swe-bench"
+    params:
+      agent_kind: oracle
+      instance_ids:
+        - django__django-11099
+        - sympy__sympy-20590
+        - pytest-dev__pytest-7205
+"""
+
+# what each ALICLOUD_* variable holds in the tests: no output may ever show it
+SECRET_VALUES = {"ALICLOUD_ACCESS_KEY": "LTAI-sentinel-access", "ALICLOUD_SECRET_KEY": "sentinel-secret-9f3c",
+                 "ALICLOUD_REGION": "cn-hangzhou", "CSB_OSS_KEY": "sentinel-oss-key"}
+
+
+def local_config(bucket: Path, mode: str | None = "real", **extra: Any) -> str:
+    """configs/agent-runtime-aliyun.local.yaml as the runbook describes it."""
+    lines = ["target:", "  provider: aliyun", "  region: cn-hangzhou", f"  blob_bucket: {bucket}",
+             "  auth_env:", "    oss_key: CSB_OSS_KEY", "  arms_license_key: sentinel-arms-license"]
+    if mode is not None:
+        lines.append(f"  mode: {mode}")
+    lines += [f"  {k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=evaldesk", "-c", "user.email=evaldesk@localhost",
+                    *args], check=True, capture_output=True, timeout=60)
+
+
+def submit_checkout(tmp: Path, mode: str | None = "real", plan: str = SMOKE_SUBMIT_PLAN) -> tuple[Path, Path, Path]:
+    """(checkout, plan, local config): a git checkout with the plan committed, the local config
+    beside it and gitignored, and the terraform dir csbench submit runs in."""
+    checkout = tmp / "checkout"
+    (checkout / "infra" / "terraform" / "aliyun-iam").mkdir(parents=True)
+    (checkout / "configs").mkdir()
+    plan_path = checkout / "configs" / "swe-bench-smoke.plan.yaml"
+    plan_path.write_text(plan, encoding="utf-8")
+    config = checkout / "configs" / "agent-runtime-aliyun.local.yaml"
+    config.write_text(local_config(tmp / "bucket", mode), encoding="utf-8")
+    (checkout / ".gitignore").write_text("configs/*.local.yaml\n", encoding="utf-8")
+    git(checkout, "init", "-q")
+    git(checkout, "add", ".gitignore", "configs/swe-bench-smoke.plan.yaml")
+    git(checkout, "commit", "-q", "-m", "smoke plan")
+    return checkout, plan_path, config
+
+
+def standin_on_path(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The stand-in `csbench` first on PATH, logging every call; the ALICLOUD_* names set."""
+    from tests.support.csbench_standin import write_executable
+
+    csbench_exe()
+    exe = write_executable(tmp / "bin")
+    (tmp / "bucket").mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("CSBENCH_STANDIN_LOG", str(tmp / "csbench-calls.jsonl"))
+    for name, value in SECRET_VALUES.items():
+        monkeypatch.setenv(name, value)
+    return tmp / "csbench-calls.jsonl"
+
+
+def calls(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []

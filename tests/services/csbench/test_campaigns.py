@@ -233,7 +233,10 @@ async def test_sources_from_urls_and_the_config(cloud: Cloud) -> None:
     with pytest.raises(SourceUnavailable, match=r"\[csbench\]"):
         open_sources(f"csbench://{CID}", Config())
     with pytest.raises(ValueError, match="csbench://CAMPAIGN_ID"):
-        open_sources("csbench://", cloud.config)
+        open_sources("csbench://camp-1,--x", cloud.config)
+    # csbench:// alone: whatever the [csbench] config follows
+    [every] = open_sources("csbench://", cloud.config)
+    assert isinstance(every, CampaignSource) and every.campaigns == [CID] and every.submitted
     sources, errors = open_all([], cloud.config)
     assert errors == [] and [s.kind for s in sources] == ["csbench"]
 
