@@ -19,6 +19,7 @@ import ast
 import json
 import math
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -180,7 +181,7 @@ class Record(_Lenient):
             v = {**v, "manifest": {k: e for k, e in manifest.items() if isinstance(e, dict)}}
         return v
 
-    @property
+    @cached_property
     def run_plan(self) -> RunPlanRef:
         core = self.extensions.get("core") if isinstance(self.extensions, dict) else None
         ref = core.get("run_plan") if isinstance(core, dict) else None
