@@ -16,18 +16,14 @@ way), 1 for a refused or failed submit, 2 for usage errors.
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from services.core.config import Config
 from services.core.journal import Journal
+from services.core.registry import backend
+from services.core.source import Source
 from services.core.text import term_safe
-from services.csbench.cli import settings
-from services.csbench.marks import campaign_printed
-from services.csbench.model import PlanExperiment
-from services.csbench.source import CampaignSource
-from services.csbench.submit import ACTION
 from services.remediations import registry
 from services.remediations.base import WritePath
 from services.remediations.errors import StepFailed, WriteRefused
@@ -46,14 +42,15 @@ def _entry(**kw: Any) -> dict[str, Any]:
     return base
 
 
-async def _one(args: Any, config: Config, source: CampaignSource, path: str, progress: ProgressFn,
+async def _one(args: Any, config: Config, csbench: Any, source: Source, path: str, progress: ProgressFn,
                write_path: WritePath) -> dict[str, Any]:
+    action = csbench.SUBMIT
     snap = await source.scan()
-    exp = next((e for e in snap.experiments if isinstance(e, PlanExperiment) and e.path == path), None)
+    exp = next((e for e in snap.experiments if csbench.plan_of(e, path)), None)
     if exp is None:
         return _entry(plan=path, message=f"{path}: not read")
     progress(0, None, f"preflight of {exp.id}")
-    plan = await registry.plan(ACTION, exp, source, config, datetime.now(UTC))
+    plan = await registry.plan(action, exp, source, config, datetime.now(UTC))
     found = _entry(id=exp.id, plan=path, command=plan.meta.get("command"), cwd=plan.meta.get("cwd"),
                    preflight=plan.meta.get("preflight", []), blocked=plan.blocked, preview=list(plan.preview))
     if plan.blocked:
@@ -63,13 +60,13 @@ async def _one(args: Any, config: Config, source: CampaignSource, path: str, pro
         found["message"] = "dry run: nothing was submitted; add --apply to submit (it bills from terraform apply on)"
         return found
     try:
-        record = await registry.apply(ACTION, plan, exp.id, source, config, write_path,
+        record = await registry.apply(action, plan, exp.id, source, config, write_path,
                                       progress=lambda i, n, m: progress(i, n, m))
     except (WriteRefused, StepFailed) as exc:
         found["message"] = str(exc)
         return found
     result = next(iter(record.results.values()), {})
-    cid = campaign_printed(str(result.get("stdout_tail", "")))
+    cid = csbench.campaign_submitted(str(result.get("stdout_tail", "")))
     found.update(applied=True, record=record.id, campaign=cid,
                  message=(f"submitted as {cid}: follow it with `evaldesk --batch list csbench://{cid}`, tear it down "
                           f"when it is over" if cid else "submitted, but csbench printed no campaign id"))
@@ -78,22 +75,16 @@ async def _one(args: Any, config: Config, source: CampaignSource, path: str, pro
 
 async def run_submit(args: Any, config: Config, fmt: str, progress: ProgressFn, console: Console,
                      out: IO[str], err: IO[str]) -> int:
-    s = settings(config)
-    if s is None:
-        err.write("evaldesk: submit needs a [csbench] section in the config (config = the local csbench YAML with "
-                  "target.region, target.blob_bucket, target.mode)\n")
-        return EXIT_USAGE
-    plans = [os.path.abspath(os.path.expanduser(p)) for p in args.sources] or list(s.plans)
-    if not plans:
-        err.write("evaldesk: submit needs a PLAN (a csbench submit plan, e.g. configs/swe-bench-smoke.plan.yaml) or "
-                  "[csbench] plans in the config\n")
+    csbench: Any = backend("csbench")  # its submit helpers are not part of every backend
+    sources, why = csbench.submit_sources(config, list(args.sources))
+    if why:
+        err.write(f"evaldesk: {why}\n")
         return EXIT_USAGE
     write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
     done = []
-    for path in dict.fromkeys(plans):
-        source = CampaignSource(s, campaigns=[], plans=[path], submitted=False, label="csbench")
+    for path, source in sources:
         try:
-            done.append(await _one(args, config, source, path, progress, write_path))
+            done.append(await _one(args, config, csbench, source, path, progress, write_path))
         finally:
             await source.close()
     ok = all(d["applied"] if args.apply else d["blocked"] is None for d in done)

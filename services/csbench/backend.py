@@ -97,3 +97,33 @@ def audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
     if isinstance(exp, PlanExperiment):
         return audit_plan(exp)
     return audit_campaign(exp, policy, now)
+
+
+# ---- `--batch submit` (tui/batch_submit.py) reaches csbench only through these ------------------
+
+SUBMIT = "csbench_submit"
+
+
+def submit_sources(config: Config, plans: list[str]) -> tuple[list[tuple[str, Source]], str | None]:
+    """One source per submit plan — those given, else the `[csbench] plans` — or why not."""
+    s = settings(config)
+    if s is None:
+        return [], ("submit needs a [csbench] section in the config (config = the local csbench YAML with "
+                    "target.region, target.blob_bucket, target.mode)")
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in plans] or list(s.plans)
+    if not paths:
+        return [], ("submit needs a PLAN (a csbench submit plan, e.g. configs/swe-bench-smoke.plan.yaml) or "
+                    "[csbench] plans in the config")
+    return [(p, CampaignSource(s, campaigns=[], plans=[p], submitted=False, label=NAME))
+            for p in dict.fromkeys(paths)], None
+
+
+def plan_of(exp: Experiment, path: str) -> bool:
+    """`exp` is the submit plan at `path`."""
+    return isinstance(exp, PlanExperiment) and exp.path == path
+
+
+def campaign_submitted(stdout: str) -> str | None:
+    from services.csbench.marks import campaign_printed
+
+    return campaign_printed(stdout)
