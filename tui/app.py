@@ -861,6 +861,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         exp = self.experiment(message.key)
         if exp is None:
             return
+        word: str | None = None  # a plan that goes ahead only when this word is typed
         if isinstance(message.payload, UndoRequest):
             req = message.payload
             rec = req.record
@@ -883,14 +884,15 @@ class EvaldeskApp(RecoveryFlow, App[int]):
                 self.record("information", message.action, " ".join(lines) if lines else f"nothing to {message.action}")
                 return
             title, confirm = plan.title, f"Apply {len(plan.steps)} step(s)"
+            word = plan.meta.get("confirm_word") if plan.blocked else None
             refusal = self.write_refusal(message.action) or (
-                f"Cannot apply now: {plan.blocked}." if plan.blocked else None)
+                f"Cannot apply now: {plan.blocked}." if plan.blocked and not word else None)
             if plan.blocked:
                 # planning may have learned why (a preflight): the list shows it at once
                 self._start_scan(self.source_for(message.key), force=True)
         self._pending = PendingWrite(message.action, message.key, message.payload, lines)
         self.push_screen(
-            ConfirmScreen(title, lines, confirm_label=confirm, action=message.action, refusal=refusal),
+            ConfirmScreen(title, lines, confirm_label=confirm, action=message.action, refusal=refusal, word=word),
             callback=self._on_confirm,
         )
 
@@ -902,6 +904,15 @@ class EvaldeskApp(RecoveryFlow, App[int]):
                             notify=False)
             return
         blocked = getattr(pending.payload, "blocked", None)
+        word = getattr(pending.payload, "meta", {}).get("confirm_word") if blocked else None
+        if blocked and word and not self._writing:
+            # the dialog took the word the plan asked for: the planner decides again with it
+            exp = self.experiment(pending.key)
+            if exp is not None:
+                self._writing = True
+                self.run_worker(self._apply_with_word(pending, exp, str(word)), name=pending.action, group="write",
+                                exclusive=False, exit_on_error=False, description=f"{pending.action} of {exp.id}")
+            return
         if blocked:
             # the dialog said so already; nothing starts (no command run, no output view)
             self.record("warning", pending.action, f"{pending.action} refused, nothing changed: {blocked}")
@@ -918,6 +929,25 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             self._start_command_run(pending, exp, command)
         self.run_worker(self._apply(pending, exp), name=pending.action, group="write",
                         exclusive=False, exit_on_error=False, description=f"{pending.action} of {exp.id}")
+
+    async def _apply_with_word(self, pending: PendingWrite, exp: Experiment, word: str) -> None:
+        from services.remediations import registry
+
+        try:
+            plan = await registry.plan(pending.action, exp, self.source_for(pending.key), self.config, self.now(),
+                                       {"confirm_word": word})
+        except WriteRefused as exc:
+            self.post_message(WriteDone(pending.action, pending.key, f"{pending.action} refused: {exc}", rescan=False))
+            return
+        if plan.blocked:
+            self.post_message(WriteDone(pending.action, pending.key,
+                                        f"{pending.action} refused, nothing changed: {plan.blocked}", rescan=False))
+            return
+        accepted = PendingWrite(pending.action, pending.key, plan, list(plan.preview))
+        command = command_of(plan)
+        if command is not None:
+            self._start_command_run(accepted, exp, command)
+        await self._apply(accepted, exp)
 
     async def _apply(self, pending: PendingWrite, exp: Experiment) -> None:
         from services.remediations import registry

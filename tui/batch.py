@@ -193,7 +193,7 @@ def _run_batch(args: Any, config: Config, out: IO[str], err: IO[str]) -> int:
     width = None if out.isatty() else int(os.environ.get("COLUMNS") or 220)
     console = cast("Console", _LazyConsole(file=out, width=width, no_color=not out.isatty()))
     cmd = args.command
-    if cmd in ("undo", "finish") or (cmd in ("dedupe", "fix", "resume", "launch") and args.apply):
+    if cmd in ("undo", "finish") or (cmd in ("dedupe", "fix", "resume", "launch", "submit") and args.apply):
         from tui.batch_records import write_path_for
 
         # the write path decides; batch only asks before it reads anything
@@ -288,6 +288,10 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
         from tui.batch_launch import run_launch
 
         return await run_launch(args, config, fmt, progress, console, out, err)
+    if cmd == "submit":
+        from tui.batch_submit import run_submit
+
+        return await run_submit(args, config, fmt, progress, console, out, err)
     snaps, sources = await _scan_all(args.sources, config, progress, _FOLLOWS.get(cmd, ()))
     try:
         problems = [e for s in snaps for e in s.errors]

@@ -7,7 +7,7 @@ import os
 import sys
 
 BATCH_COMMANDS = ("list", "audit", "trials", "dedupe", "undo", "finish", "monitor", "fix", "journal", "resume",
-                  "launch", "report")
+                  "launch", "report", "submit")
 
 
 def _version() -> str:
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A keyboard-driven console for agentic-model evaluations. With no SOURCE it opens the "
         "sources in the config file, or the bundled demo data.",
         epilog="Batch: evaldesk --batch list|audit|trials|dedupe|undo|finish|monitor|resume|report [options] SOURCE…; "
-        "fix CHECK_ID [--apply] SOURCE…; journal [--since ISO]; launch …  "
+        "fix CHECK_ID [--apply] SOURCE…; journal [--since ISO]; launch …; submit [PLAN…] [--apply] (csbench)  "
         "Demo data: evaldesk demo [DIR].  In a browser: evaldesk serve [--host H] [--port N] [SOURCE…].  "
         "Exit codes: 0 all pass, 1 needs action, 2 usage/unreachable, 130 Ctrl+C, 141 stdout closed early.",
     )
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", choices=("none", "text", "json", "sm"),
                    help="batch progress on stderr; sm: __SM_PROGRESS__=<json> lines and one final JSON with ok")
     p.add_argument("--apply", action="store_true",
-                   help="dedupe, fix, resume, launch: carry out the plan (default is a dry run)")
+                   help="dedupe, fix, resume, launch, submit: carry out the plan (default is a dry run)")
     p.add_argument("--since", metavar="ISO", help="journal: only writes at or after this time")
     p.add_argument("--break-lock", action="store_true",
                    help="dedupe --apply, undo, finish: break a stale lock in the way (a dead holder, or "
@@ -185,7 +185,8 @@ def _main(argv: list[str] | None) -> int:
     if args.no_cache:
         config.scan_cache = False
     if args.command:
-        if not args.sources and args.command != "journal":
+        # journal needs no SOURCE; submit's are plan files, else the [csbench] plans
+        if not args.sources and args.command not in ("journal", "submit"):
             sources = [s.path for s in config.sources]
             if not sources:
                 sys.stderr.write(f"evaldesk: --batch {args.command} needs a SOURCE (a job dir or folder)\n")

@@ -146,6 +146,10 @@ class CsbenchConfig(BaseModel):
     executable: str = Field("csbench", description="the csbench program")
     expect_real: bool = Field(True, description="campaigns are meant to be real runs (target.mode: real)")
     timeout_s: float = Field(120.0, gt=0, description="give up on one csbench status/logs call after this long")
+    plans: list[str] = Field(default_factory=list, description="submit plans (configs/*.plan.yaml) the console "
+                             "offers to `csbench submit`, each after its preflight")
+    watchdog_timeout_s: float = Field(5400.0, description="`csbench submit --watchdog-timeout`: the controller "
+                                      "destroys itself after this long (csbench's default, 90 min)")
 
     @field_validator("campaigns")
     @classmethod

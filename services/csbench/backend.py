@@ -17,36 +17,52 @@ from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
 from services.csbench.assemble import KIND
-from services.csbench.checklist import audit_campaign
-from services.csbench.cli import settings
+from services.csbench.checklist import audit_campaign, audit_plan
+from services.csbench.cli import Settings, settings
 from services.csbench.layout import find_results_dirs
+from services.csbench.marks import read_marks_now
+from services.csbench.model import PlanExperiment
 from services.csbench.source import CampaignSource, ResultsSource
+from services.remediations.records import QUARANTINE_DIR
 
 NAME = "csbench"
 SCHEMES: tuple[str, ...] = ("csbench",)
 KINDS: tuple[str, ...] = (KIND,)
 
 
+def _submitted(s: Settings) -> list[str]:
+    if not os.path.isdir(os.path.join(s.results_dir, QUARANTINE_DIR)):
+        return []
+    return [m.campaign_id for m in read_marks_now(s.results_dir).submits if m.campaign_id]
+
+
 def _owned(config: Config) -> tuple[frozenset[str], dict[str, str]]:
-    """The dirs of configured campaigns (the campaign source reads them) and their ids."""
+    """The dirs of the campaigns the campaign source reads (configured, or submitted by
+    evaldesk) and their ids."""
     s = settings(config)
     if s is None:
         return frozenset(), {}
-    dirs = {os.path.abspath(s.campaign_dir(cid)): cid for cid in s.campaigns}
+    dirs = {os.path.abspath(s.campaign_dir(cid)): cid for cid in [*s.campaigns, *_submitted(s)]}
     return frozenset(dirs), dirs
 
 
 def open_url(spec: str, config: Config) -> Source:
-    """`csbench://camp-ab12cd34[,camp-…]`: campaigns by id, with the `[csbench]` config."""
+    """`csbench://camp-ab12cd34[,camp-…]`: campaigns by id, with the `[csbench]` config;
+    `csbench://` alone: everything that config follows (its campaigns, its submit plans, and
+    the campaigns evaldesk submitted)."""
     _, _, rest = spec.partition("://")
-    ids = [c for c in rest.strip("/").split(",") if c]
-    if not ids or not all(CAMPAIGN_ID.match(c) for c in ids):
-        raise ValueError(f"{spec}: expected csbench://CAMPAIGN_ID (e.g. csbench://camp-ab12cd34)")
+    rest = rest.strip("/")
+    ids = [c for c in rest.split(",") if c]
+    if rest and (not ids or not all(CAMPAIGN_ID.match(c) for c in ids)):
+        raise ValueError(f"{spec}: expected csbench://CAMPAIGN_ID (e.g. csbench://camp-ab12cd34), or csbench:// for "
+                         "the [csbench] config's campaigns and plans")
     s = settings(config)
     if s is None:
-        raise SourceUnavailable(spec, "reading a campaign by id needs a [csbench] section in the config "
+        raise SourceUnavailable(spec, "reading csbench campaigns needs a [csbench] section in the config "
                                 "(config = the csbench YAML with target.blob_bucket and target.region)")
-    return CampaignSource(s, ids, label=spec)
+    if not ids:
+        return CampaignSource(s, label=spec)
+    return CampaignSource(s, ids, label=spec, plans=[], submitted=False)
 
 
 def open_path(path: str, config: Config) -> Source:
@@ -66,7 +82,7 @@ def claims(path: str) -> bool:
 
 def configured(config: Config) -> list[Source]:
     s = settings(config)
-    if s is None or not s.campaigns:
+    if s is None or not (s.campaigns or s.plans or _submitted(s)):
         return []
     return [CampaignSource(s)]
 
@@ -78,4 +94,36 @@ def write_demo(root: Path, now: datetime) -> list[Path]:
 
 
 def audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
+    if isinstance(exp, PlanExperiment):
+        return audit_plan(exp)
     return audit_campaign(exp, policy, now)
+
+
+# ---- `--batch submit` (tui/batch_submit.py) reaches csbench only through these ------------------
+
+SUBMIT = "csbench_submit"
+
+
+def submit_sources(config: Config, plans: list[str]) -> tuple[list[tuple[str, Source]], str | None]:
+    """One source per submit plan — those given, else the `[csbench] plans` — or why not."""
+    s = settings(config)
+    if s is None:
+        return [], ("submit needs a [csbench] section in the config (config = the local csbench YAML with "
+                    "target.region, target.blob_bucket, target.mode)")
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in plans] or list(s.plans)
+    if not paths:
+        return [], ("submit needs a PLAN (a csbench submit plan, e.g. configs/swe-bench-smoke.plan.yaml) or "
+                    "[csbench] plans in the config")
+    return [(p, CampaignSource(s, campaigns=[], plans=[p], submitted=False, label=NAME))
+            for p in dict.fromkeys(paths)], None
+
+
+def plan_of(exp: Experiment, path: str) -> bool:
+    """`exp` is the submit plan at `path`."""
+    return isinstance(exp, PlanExperiment) and exp.path == path
+
+
+def campaign_submitted(stdout: str) -> str | None:
+    from services.csbench.marks import campaign_printed
+
+    return campaign_printed(stdout)

@@ -18,11 +18,12 @@ from datetime import datetime
 from services.core.models import AuditReport, Check, CheckStatus, Experiment, State, Verdict, report_trials
 from services.core.policy import Policy
 from services.csbench.formats import Record
-from services.csbench.model import CampaignExperiment, CampaignFacts, RunFacts, RunTrial
+from services.csbench.model import CampaignExperiment, CampaignFacts, PlanExperiment, RunFacts, RunTrial
 
 PASS, WARN, FAIL, SKIP = CheckStatus.pass_, CheckStatus.warn, CheckStatus.fail, CheckStatus.skip
 TEARDOWN = "csbench_teardown"
 FETCH = "csbench_fetch"
+SUBMIT = "csbench_submit"
 
 # the runbook's expectations (seed 002)
 MODEL_LABELS = {"oracle": "csbench-oracle-agent", "llm": "csbench-qwen-agent"}
@@ -104,16 +105,25 @@ def check_state(exp: CampaignExperiment) -> Check:
         return _c("campaign_state", title, FAIL, f"csbench status failed: {f.status_error or 'no answer'}",
                   "fix the csbench config (target.blob_bucket, target.region, credentials) and refresh")
     counts = ", ".join(f"{k} {v}" for k, v in sorted((st.counts if st else {}).items())) or "no counts"
+    said = ""
+    if f.origin == "fetched" and st is not None and f.fetch is not None and f.fetch.at is not None:
+        said = f" (csbench status when evaldesk fetched it, {f.fetch.at:%Y-%m-%d %H:%M} UTC)"
+    no_campaign = f.origin == "run-plan" and not f.tasks
     if exp.state == State.finished:
-        where = f"DONE marker; {counts}" if st else (
-            "fetched results" if f.origin == "fetched" else f"every task slot of {exp.id} completed")
-        return _c("campaign_state", title, PASS, where)
+        where = f"DONE marker; {counts}{said}" if st else (
+            "fetched results" if f.origin == "fetched" else
+            f"no campaign file, {exp.counts.valid} of {exp.counts.expected} measured run(s) completed (csbench "
+            "progress finds no campaign here)" if no_campaign else f"every task slot of {exp.id} completed")
+        return _c("campaign_state", title, WARN if no_campaign else PASS, where,
+                  "nothing says whether the plan had more tasks: read the run-plan's output" if no_campaign else None)
     if f.stale:
-        return _c("campaign_state", title, FAIL, f"stale: {f.stale}" + (f"; {counts}" if st else ""),
+        word = "killed" if exp.state_raw == "killed" else "stale"
+        return _c("campaign_state", title, FAIL, f"{word}: {f.stale}" + (f"; {counts}" if st else ""),
                   "read the controller log (csbench logs), then tear the campaign down" if f.cloud else
-                  "re-run the unfinished tasks (csbench run-plan)")
+                  "re-run the unfinished tasks (csbench run-plan; a plan's finished runs are kept with "
+                  "csbench run --plan-id PLAN --resume)")
     if exp.state == State.failed:
-        where = f"FAILED marker; {counts}" if st else f"{exp.counts.errored} task run(s) failed"
+        where = f"FAILED marker; {counts}{said}" if st else f"{exp.counts.errored} task run(s) failed"
         return _c("campaign_state", title, FAIL, where, "read the failed tasks' errors (trials), fix and re-run")
     if exp.state == State.pending:
         return _c("campaign_state", title, WARN,
@@ -125,29 +135,40 @@ def check_state(exp: CampaignExperiment) -> Check:
               "wait for DONE/FAILED, then re-audit")
 
 
+def _warmups(exp: CampaignExperiment) -> str:
+    n = len(exp.facts.warmups)
+    return f" ({n} warm-up run(s) left out, as csbench's status_counts leave them)" if n else ""
+
+
 def check_tasks(exp: CampaignExperiment) -> Check:
     title = "Every task completed"
     runs = _runs(exp)
     bad = [r for r in runs if r.record is not None and not r.record.ok]
-    no_record = [r for r in runs if r.record is None and r.task_status in ("failed", "completed")]
+    no_record = [r for r in runs if r.record is None and r.task_status in ("failed", "completed", "killed")]
     expected = exp.counts.expected or 0
     done = exp.counts.total
+    valid = exp.counts.valid
+    what = "task(s)" if exp.facts.cloud else "measured run(s)"
     if not runs and not expected:
         return _c("tasks", title, SKIP, "no task runs yet")
     if bad or no_record or exp.counts.errored:
         parts = []
         for r in bad[:3]:
             first = r.record.errors[0] if r.record and r.record.errors else None
-            what = f"{first.stage} {first.code}: {first.message[:120]}" if first else "no error recorded"
-            parts.append(f"{r.record.identity.task_id if r.record else '?'} {r.task_status} ({what})")
+            why = f"{first.stage} {first.code}: {first.message[:120]}" if first else "no error recorded"
+            parts.append(f"{r.record.identity.task_id if r.record else '?'} {r.task_status} ({why})")
         for r in no_record[:3]:
-            parts.append(f"{r.key} {r.task_status}: {(r.task_error or r.note or '')[:140]}")
+            parts.append(f"{r.key} {r.task_status}: {(r.task_error or r.stale or r.note or '')[:140]}")
         n = max(len(bad) + len(no_record), exp.counts.errored)
-        return _c("tasks", title, FAIL, f"{n} of {max(expected, done)} task run(s) did not complete: "
-                  + "; ".join(parts), "read each failure in the trials view (diagnose), fix the cause, re-run")
-    if done < expected:
-        return _c("tasks", title, WARN, f"{done} of {expected} task(s) finished", "wait, then re-audit")
-    return _c("tasks", title, PASS, f"{done} of {expected} task run(s) completed")
+        return _c("tasks", title, FAIL, f"{valid} of {expected} {what} completed, {n} did not: " + "; ".join(parts)
+                  + _warmups(exp), "read each failure in the trials view (diagnose), fix the cause, re-run")
+    if valid < expected:
+        if exp.facts.stale:
+            return _c("tasks", title, FAIL, f"{valid} of {expected} {what} completed; the rest will not run: "
+                      f"{exp.facts.stale}" + _warmups(exp), "re-run the unfinished tasks")
+        return _c("tasks", title, WARN, f"{valid} of {expected} {what} completed ({done} finished)" + _warmups(exp),
+                  "wait, then re-audit")
+    return _c("tasks", title, PASS, f"{valid} of {expected} {what} completed" + _warmups(exp))
 
 
 def check_artifacts(exp: CampaignExperiment) -> Check:
@@ -486,6 +507,9 @@ def audit_campaign(exp: Experiment, policy: Policy, now: datetime) -> AuditRepor
 def _notes(exp: CampaignExperiment, teardown: Check | None, checks: list[Check]) -> list[str]:
     notes: list[str] = []
     f = exp.facts
+    if f.warmups:
+        notes.append(f"{len(f.warmups)} warm-up run(s) are not measurements: left out of the counts and the score, "
+                     "as csbench leaves them out of a plan's statistics")
     if teardown is not None and teardown.status == WARN:
         notes.append("Tear the campaign down first: its controller's NAT gateway and EIP bill by the hour.")
     if any(c.id == "mock_vs_real" and c.status == FAIL for c in checks):
@@ -503,3 +527,54 @@ def _notes(exp: CampaignExperiment, teardown: Check | None, checks: list[Check])
     for p in exp.problems:
         notes.append(f"read problem: {p}")
     return notes
+
+
+# ---- a submit plan, before it pays ------------------------------------------------------------
+
+def check_submitted(exp: PlanExperiment) -> Check:
+    p = exp.plan
+    title = "Submitted"
+    live = [m for m in p.submitted if m.campaign_id and not p.torn_down.get(m.campaign_id)]
+    if live:
+        m = live[0]
+        when = f"{m.at:%Y-%m-%d %H:%M} UTC" if m.at else "?"
+        return _c("submitted", title, PASS, f"submitted as {m.campaign_id} at {when} (record {m.record_id}); the "
+                  "campaign is followed in its own row")
+    hard = [i for i in p.preflight if i.status == "fail" and not i.word]
+    if hard:
+        return _c("submitted", title, FAIL, f"not submitted: {len(hard)} preflight item(s) fail, first "
+                  f"{hard[0].title}", hard[0].fix)
+    worded = [i for i in p.preflight if i.status == "fail" and i.word]
+    if worded:
+        return _c("submitted", title, FAIL, f"not submitted: {worded[0].title} fails; only typing "
+                  f"{worded[0].word} in the dialog submits it anyway", worded[0].fix, SUBMIT)
+    return _c("submitted", title, WARN, "not submitted; the preflight passes", "submit it (x: the dialog shows the "
+              "command and what it bills)", SUBMIT)
+
+
+def audit_plan(exp: PlanExperiment) -> AuditReport:
+    """The runbook's checks before paying, one row each, and the submit itself."""
+    status = {"pass": PASS, "warn": WARN, "fail": FAIL, "skip": SKIP}
+    submitted = check_submitted(exp)
+    if submitted.status == PASS:
+        # its campaign runs: the preflight speaks of the next submit, not of this one
+        checks = [_c(i.id, i.title, SKIP, f"already submitted; before another submit: {i.status} — {i.evidence}")
+                  for i in exp.plan.preflight]
+    else:
+        checks = [_c(i.id, i.title, status[i.status], i.evidence, i.fix if i.status in ("fail", "warn") else None)
+                  for i in exp.plan.preflight]
+    checks.append(submitted)
+    verdict: Verdict
+    if submitted.status == PASS:
+        verdict = "finalize"
+    elif submitted.status == FAIL:
+        verdict = "investigate"
+    else:
+        verdict = "rerun"
+    notes = [f"csbench submit {exp.plan.plan_path} --config {exp.plan.config_path}: a controller ECS, NAT gateway "
+             "and EIP bill by the hour from terraform apply until teardown"]
+    return AuditReport(
+        id=exp.id, source=exp.source, path=exp.path, state=exp.state, state_raw=exp.state_raw, model=exp.model,
+        benchmark=exp.benchmark, score=None, trials=report_trials(exp.counts), valid_fraction=None,
+        error_fraction=None, checks=checks, verdict=verdict, notes=notes,
+    )

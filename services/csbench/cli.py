@@ -14,7 +14,7 @@ from pathlib import Path
 
 from services.core.config import Config, CsbenchConfig
 from services.core.xdg import data_dir
-from services.csbench.formats import OutputError, StatusLine, parse_status
+from services.csbench.formats import DEFAULT_WATCHDOG_TIMEOUT_S, OutputError, StatusLine, parse_status
 from services.transport.process import CommandNotFound, LocalRunner, Runner
 
 MAX_OUTPUT_CHARS = 4 * 1024 * 1024
@@ -33,12 +33,19 @@ class Settings:
     campaigns: tuple[str, ...]
     expect_real: bool
     timeout_s: float
+    plans: tuple[str, ...] = ()  # absolute paths of submit plans
+    watchdog_timeout_s: float = DEFAULT_WATCHDOG_TIMEOUT_S
 
     def campaign_dir(self, cid: str) -> str:
         return os.path.join(self.results_dir, cid)
 
     def argv(self, command: str, cid: str, *extra: str) -> list[str]:
         return [self.executable, command, cid, "--config", self.config, *extra]
+
+    def submit_argv(self, plan: str) -> list[str]:
+        """The runbook's submit command; the watchdog is always said, never left to a default."""
+        return [self.executable, "submit", plan, "--config", self.config,
+                "--watchdog-timeout", f"{self.watchdog_timeout_s:g}"]
 
 
 def _abs(path: str, base: str) -> str:
@@ -64,7 +71,8 @@ def settings(config: Config) -> Settings | None:
     results = _abs(cfg.results_dir, base) if cfg.results_dir else str(Path(data_dir()) / "csbench")
     return Settings(config=yaml_path, results_dir=results, workdir=workdir, executable=executable,
                     campaigns=tuple(dict.fromkeys(cfg.campaigns)), expect_real=cfg.expect_real,
-                    timeout_s=cfg.timeout_s)
+                    timeout_s=cfg.timeout_s, plans=tuple(dict.fromkeys(_abs(p, base) for p in cfg.plans)),
+                    watchdog_timeout_s=cfg.watchdog_timeout_s)
 
 
 def _last_line(text: str) -> str:

@@ -1,6 +1,9 @@
 """Fetch a cloud campaign's records: `csbench fetch CID --config C --dest DIR`, through the
 write path (it writes files on this disk).
 
+The record keeps what `csbench status` said at that moment: a fetched dir holds only the
+completed tasks' records, so without it a FAILED campaign would read as finished.
+
 csbench writes one `<task_id>--<run_id>.json` per completed task (and a `.series.parquet`
 beside the ones that have a time series) into DIR, which is the campaign's dir evaldesk reads:
 `<[csbench] results_dir>/<campaign id>`, or the fetched dir the campaign was opened from. The
@@ -37,8 +40,17 @@ async def plan_for(exp: Experiment, source: Source, config: Config, now: datetim
              + (f" ({completed} task(s) completed, {len(have)} record(s) here now)." if completed is not None else ".")]
     after = ["csbench overwrites a record it fetches again with the same bytes; nothing else in the dir changes.",
              "A command cannot be undone."]
-    read = {"have": have, "completed": completed}
-    return command_plan(ACTION, f"Fetch {cid}", camp, argv, cwd, intro, after, read, now)
+    if facts.status is not None and facts.status.done == "FAILED":
+        after.insert(0, f"{cid} FAILED: only its completed tasks' records exist to fetch (the controller uploads no "
+                        "others); evaldesk keeps what csbench status says now with this fetch, so the fetched dir "
+                        "reads as failed, not finished.")
+    read = {"have": have, "completed": completed, "done": facts.status.done if facts.status else None,
+            "counts": facts.status.counts if facts.status else None}
+    plan = command_plan(ACTION, f"Fetch {cid}", camp, argv, cwd, intro, after, read, now)
+    if facts.status is not None:
+        # read back from the record (services.csbench.marks): what the campaign was when fetched
+        plan.meta["status"] = facts.status.model_dump(mode="json")
+    return plan
 
 
 def context(source: Source, config: Config) -> StepContext:

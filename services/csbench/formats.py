@@ -19,19 +19,42 @@ import ast
 import json
 import math
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 _LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
 
-# csbench's own words (core/record.py, core/campaign/manifest.py)
-RECORD_STATUSES = ("completed", "failed", "invalid", "unsupported", "interrupted")
-TASK_STATUSES = ("pending", "running", "completed", "failed")
+# csbench's own words and figures, each named after where clousight-bench 0.7 defines it;
+# tests/services/csbench/test_contract.py checks every one against the installed package.
+RECORD_STATUSES = ("completed", "failed", "invalid", "unsupported", "interrupted")  # core/record.py
+TASK_STATUSES = ("pending", "running", "completed", "failed")  # core/campaign/manifest.py TaskProgress
+TERMINAL_TASK_STATES = ("completed", "failed")  # core/campaign/manifest.py TERMINAL_STATES
+# the statuses whose runs carry numbers (ops/runplan.py SCORED_STATUSES); the rest are counted only
 OK_RECORD_STATUSES = ("completed", "unsupported")
+# the two roles of a run plan's runs (ops/runplan.py execute_plan): warm-ups run first and are
+# left out of the plan's statistics and its status_counts
+MEASURED, WARMUP = "measured", "warmup"
 # subtrees of a results dir that hold no records (csbench's core/store.py RESERVED_SUBTREES)
 RESERVED_SUBTREES = frozenset({"aggregates", "campaigns", "artifacts", "traces", "debug"})
 DOMAINS = ("agent-runtime", "data-warehouse", "key-value", "llm", "transactional-db")
+# progress statuses after which a run's .progress/ dir changes no more (core/progress.py)
+PROGRESS_TERMINAL = frozenset({"completed", "failed", "invalid", "interrupted", "unsupported", "abandoned"})
+# a finished (or dead) run's .progress/ dir is swept this long after its last write, by the next
+# run that starts in the same results dir (core/progress.py TERMINAL_GRACE_S, reap_stale)
+PROGRESS_GRACE_S = 120.0
+# the controller heartbeats this often; `csbench status` says stale past twice that
+# (core/campaign/prod_submit.py HEARTBEAT_INTERVAL_S)
+HEARTBEAT_INTERVAL_S = 15.0
+# `csbench submit --watchdog-timeout` default: the controller destroys itself after this long
+# (core/campaign/spec.py DEFAULT_WATCHDOG_TIMEOUT_S; cli/app.py)
+DEFAULT_WATCHDOG_TIMEOUT_S = 5400.0
+# the plan's `driver:` keys the Aliyun controller accepts; submit rejects any other
+# (domains/agent_runtime/aliyun/provider.py _DRIVER_TF_VARS)
+DRIVER_KEYS = ("install_docker", "system_disk_size", "docker_registry_mirror", "hf_endpoint", "instance_type")
+# where `csbench submit` and `teardown` run terraform, relative to their working dir (cli/prod.py)
+PROD_TF_DIR = "infra/terraform/aliyun-iam"
 
 
 class _Lenient(BaseModel):
@@ -158,7 +181,7 @@ class Record(_Lenient):
             v = {**v, "manifest": {k: e for k, e in manifest.items() if isinstance(e, dict)}}
         return v
 
-    @property
+    @cached_property
     def run_plan(self) -> RunPlanRef:
         core = self.extensions.get("core") if isinstance(self.extensions, dict) else None
         ref = core.get("run_plan") if isinstance(core, dict) else None
@@ -166,6 +189,11 @@ class Record(_Lenient):
             return RunPlanRef.model_validate(ref or {})
         except ValidationError:
             return RunPlanRef()
+
+    @property
+    def warmup(self) -> bool:
+        """A warm-up run: csbench leaves it out of the plan's statistics (ops/runplan.py)."""
+        return self.run_plan.role == WARMUP
 
     @property
     def suite_id(self) -> str:
@@ -205,6 +233,33 @@ def parse_record(raw: bytes) -> tuple[Record | None, str | None]:
         return Record.model_validate(data), None
     except ValidationError as exc:
         return None, f"unexpected record shape: {str(exc).splitlines()[0][:160]}"
+
+
+class PlanAggregate(_Lenient):
+    """`aggregates/<domain>/<adapter>/<task>-<plan_id>.json`: written by csbench when a plan's
+    last run ends (ops/runplan.py RunPlanAggregate) — its own reading of the plan's runs."""
+
+    kind: str = ""
+    plan_id: str
+    identity: dict[str, Any] = Field(default_factory=dict)
+    plan: dict[str, int] = Field(default_factory=dict, description="{repeat, warmup}")
+    runs: dict[str, list[str]] = Field(default_factory=dict, description="{measured: [run ids], warmup: [...]}")
+    status_counts: dict[str, int] = Field(default_factory=dict, description="measured runs only")
+
+    @property
+    def repeat(self) -> int | None:
+        n = self.plan.get("repeat")
+        return n if isinstance(n, int) and n >= 1 else None
+
+
+def parse_aggregate(raw: bytes) -> PlanAggregate | None:
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("kind") != "run_plan_aggregate":
+            return None
+        return PlanAggregate.model_validate(data)
+    except (ValueError, UnicodeDecodeError, ValidationError):
+        return None
 
 
 class CampaignTask(_Lenient):

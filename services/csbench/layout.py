@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 
 from services.csbench.formats import (
     DOMAINS,
+    PROGRESS_GRACE_S,
     RESERVED_SUBTREES,
     CampaignFile,
+    PlanAggregate,
     ProgressState,
     Record,
+    parse_aggregate,
     parse_campaign,
     parse_progress,
     parse_record,
@@ -39,9 +42,9 @@ from services.csbench.model import ArtifactCheck, Inspection
 MAX_JSON_BYTES = 32 * 1024 * 1024
 MAX_ARTIFACT_BYTES = 2 * 1024 * 1024 * 1024
 CONTROLLER_LOG = "controller.log"
-# a run whose progress file says running but whose process is gone, and that has not moved for
-# this long, is stale (the grace covers a results dir written on another machine)
-STALE_AFTER_S = 120.0
+# a running task with nothing in flight that has written nothing for this long has stopped
+# (csbench's own reaper waits as long before it sweeps a finished or dead run's dir)
+STALE_AFTER_S = PROGRESS_GRACE_S
 
 _Key = tuple[int, int]  # (mtime_ns, size)
 
@@ -123,14 +126,17 @@ class RecordFile:
 class ProgressDir:
     rel: str  # .progress/<run_id>
     state: ProgressState
-    stale: str | None  # why it is not really running
+    stale: str | None  # why it is not really running: its process is gone
+    mtime: float = 0.0  # of state.json
 
 
 @dataclass
 class ResultsDir:
     path: str
     campaigns: list[tuple[str, CampaignFile]] = field(default_factory=list)
+    campaign_mtimes: dict[str, float] = field(default_factory=dict)  # rel → mtime of the campaign file
     records: list[RecordFile] = field(default_factory=list)
+    aggregates: dict[str, PlanAggregate] = field(default_factory=dict)  # plan id → csbench's aggregate
     progress: dict[str, ProgressDir] = field(default_factory=dict)
     controller_log: str | None = None
     problems: list[str] = field(default_factory=list)
@@ -143,6 +149,9 @@ class ResultsDir:
 
 
 def _pid_alive(pid: int) -> bool:
+    """csbench's probe (core/progress.py `_pid_alive`): no pid, or none by that number, is dead."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -159,6 +168,7 @@ class DirReader:
         self.path = os.path.abspath(path)
         self._records: dict[str, tuple[_Key, RecordFile]] = {}
         self._campaigns: dict[str, tuple[_Key, CampaignFile | None, str | None]] = {}
+        self._aggregates: dict[str, tuple[_Key, PlanAggregate | None]] = {}
         self._hashes: dict[str, tuple[_Key, str | None, str | None]] = {}
 
     # ---- discovery -------------------------------------------------------------------------
@@ -191,6 +201,7 @@ class DirReader:
         rd = ResultsDir(self.path)
         self._read_campaigns(rd)
         self._read_records(rd)
+        self._read_aggregates(rd)
         self._read_progress(rd)
         if _regular(os.path.join(self.path, CONTROLLER_LOG)) is not None:
             rd.controller_log = CONTROLLER_LOG
@@ -209,6 +220,7 @@ class DirReader:
             if st is None:
                 continue
             seen.add(rel)
+            rd.campaign_mtimes[rel] = st.st_mtime
             key = (st.st_mtime_ns, st.st_size)
             cached = self._campaigns.get(rel)
             if cached is None or cached[0] != key:
@@ -253,6 +265,39 @@ class DirReader:
         for gone in set(self._records) - seen:
             del self._records[gone]
 
+    def _read_aggregates(self, rd: ResultsDir) -> None:
+        """`aggregates/<domain>/<adapter>/*.json`: one per plan whose last run ended."""
+        root = os.path.join(self.path, "aggregates")
+        if not os.path.isdir(root):
+            self._aggregates.clear()
+            return
+        seen = set()
+        for dirpath, dirnames, filenames in os.walk(root):
+            depth = 0 if dirpath == root else os.path.relpath(dirpath, root).count(os.sep) + 1
+            # <domain>/<adapter>/ below aggregates/, no deeper
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if depth < 2 else []
+            for name in sorted(filenames):
+                if not name.endswith(".json") or name.startswith("."):
+                    continue
+                path = os.path.join(dirpath, name)
+                st = _regular(path)
+                if st is None:
+                    continue
+                seen.add(path)
+                key = (st.st_mtime_ns, st.st_size)
+                cached = self._aggregates.get(path)
+                if cached is None or cached[0] != key:
+                    try:
+                        agg = parse_aggregate(read_bounded(path, 8 * 1024 * 1024))
+                    except OSError:
+                        agg = None
+                    rd.files_read += 1
+                    cached = self._aggregates[path] = (key, agg)
+                if cached[1] is not None:
+                    rd.aggregates[cached[1].plan_id] = cached[1]
+        for gone in set(self._aggregates) - seen:
+            del self._aggregates[gone]
+
     def _read_progress(self, rd: ResultsDir) -> None:
         pdir = os.path.join(self.path, ".progress")
         try:
@@ -274,11 +319,13 @@ class DirReader:
             if state is None:
                 continue
             stale = None
-            if state.status == "running" and state.pid is not None and not _pid_alive(state.pid):
+            # csbench's own reading (core/progress.py read_state): a run still saying running
+            # whose process is gone is abandoned — its run-plan was killed
+            if state.status == "running" and not _pid_alive(state.pid or 0):
                 idle = now - st.st_mtime
-                if idle > STALE_AFTER_S:
-                    stale = f"its process (pid {state.pid}) is gone and state.json has not changed for {idle:.0f} s"
-            rd.progress[state.run_id or name] = ProgressDir(rel, state, stale)
+                stale = (f"its process (pid {state.pid}) is gone (csbench calls the run abandoned); its state.json "
+                         f"last changed {idle:.0f} s ago")
+            rd.progress[state.run_id or name] = ProgressDir(rel, state, stale, st.st_mtime)
 
     # ---- artifacts -------------------------------------------------------------------------
     def inspect(self, record: Record) -> Inspection:

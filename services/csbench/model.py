@@ -46,6 +46,7 @@ class RunFacts(BaseModel):
     stale: str | None = Field(None, description="why a run that says running is not")
     task_error: str | None = None
     note: str | None = Field(None, description="what this row is when there is no record")
+    plan_id: str | None = Field(None, description="the run plan it belongs to (its record's, or its task slot's)")
     artifacts: list[ArtifactCheck] = Field(default_factory=list)
     artifacts_local: bool = Field(False, description="the results dir holds an artifacts/ tree to check")
     instance_ids: list[str] = Field(default_factory=list, description="SWE-bench instances, from its results artifact")
@@ -70,6 +71,14 @@ class TeardownMark(BaseModel):
     output: str = ""
 
 
+class FetchMark(BaseModel):
+    """An applied `csbench_fetch` write of evaldesk: what `csbench status` said when it fetched."""
+
+    record_id: str
+    at: datetime | None = None
+    status: StatusLine | None = None
+
+
 Origin = Literal["run-plan", "fetched", "cloud"]
 
 
@@ -89,7 +98,12 @@ class CampaignFacts(BaseModel):
     teardown: TeardownMark | None = None
     teardown_problem: str | None = None
     tasks: list[CampaignTask] = Field(default_factory=list)
-    stale: str | None = Field(None, description="why the campaign is not progressing")
+    expected_runs: list[int] = Field(default_factory=list, description="per task slot: the measured runs the "
+                                     "plan asks for (its repeat)")
+    warmups: list[RunFacts] = Field(default_factory=list, description="warm-up runs: not measurements, as in "
+                                    "csbench's status_counts")
+    fetch: FetchMark | None = None
+    stale: str | None = Field(None, description="why the campaign is not progressing (killed, stale)")
     config_known: bool = Field(False, description="a [csbench] config can run commands for it")
     teardown_command: str | None = Field(None, description="the exact teardown command, when the config says it")
 
@@ -108,3 +122,45 @@ class CampaignExperiment(Experiment):
 @dataclass(slots=True, kw_only=True)
 class RunTrial(Trial):
     run: RunFacts
+
+
+PreflightStatus = Literal["pass", "warn", "fail", "skip"]
+
+
+class PreflightItem(BaseModel):
+    """One thing the smoke runbook says to check before `csbench submit` spends money."""
+
+    id: str
+    title: str
+    status: PreflightStatus
+    evidence: str
+    fix: str | None = None
+    word: str | None = Field(None, description="typing this word in the console's dialog accepts this failure")
+
+
+class SubmitMark(BaseModel):
+    """An applied `csbench_submit` write of evaldesk: the campaign it started."""
+
+    record_id: str
+    at: datetime | None = None
+    plan: str = ""
+    plan_sha256: str = ""
+    config_sha256: str = ""
+    campaign_id: str | None = None
+    exit_code: int | None = None
+
+
+class SubmitFacts(BaseModel):
+    plan_path: str
+    config_path: str
+    results_dir: str
+    preflight: list[PreflightItem] = Field(default_factory=list)
+    submitted: list[SubmitMark] = Field(default_factory=list, description="earlier submits of this plan, newest first")
+    torn_down: dict[str, bool] = Field(default_factory=dict, description="campaign id → its teardown destroyed all")
+
+
+class PlanExperiment(Experiment):
+    """A submit plan of the `[csbench]` config, before and after `csbench submit`: its audit is
+    the runbook's pre-pay checklist, and its fix is the submit."""
+
+    plan: SubmitFacts = Field(exclude=True)

@@ -17,45 +17,18 @@ from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress
 from services.csbench import assemble
 from services.csbench.cli import CLIError, CsbenchCLI, Settings
-from services.csbench.formats import Record, StatusLine, parse_teardown
+from services.csbench.formats import Record, StatusLine
 from services.csbench.layout import DirReader, ResultsDir, find_results_dirs, read_bounded
-from services.csbench.model import CampaignExperiment, CampaignFacts, TeardownMark
+from services.csbench.marks import Marks, read_marks
+from services.csbench.model import CampaignExperiment, CampaignFacts, PlanExperiment
+from services.csbench.submit import plan_experiment
 from services.csbench.view import TRIAL_FILES, ViewFS, evidence_for, publish_all
-from services.remediations.records import records_in
-from services.transport.fs import JobFS, LocalFS
+from services.transport.fs import JobFS
 from services.transport.process import display
-
-TEARDOWN_ACTION = "csbench_teardown"
 
 
 def teardown_display(s: Settings, cid: str) -> str:
     return display(s.argv("teardown", cid), s.workdir)
-
-
-async def teardown_mark(path: str) -> tuple[TeardownMark | None, str | None]:
-    """The newest applied teardown evaldesk recorded in `path` (the marker), and what went
-    wrong with a later failed one."""
-    if not os.path.isdir(path):
-        return None, None
-    problem = None
-    for rec in await records_in(LocalFS(), path):
-        if rec.action != TEARDOWN_ACTION:
-            continue
-        result = next((r for _, r in sorted(rec.results.items()) if "exit_code" in r), None)
-        if result is None:
-            step = next((s for s in rec.plan.steps if s.kind == "external"), None)
-            result = dict(getattr(step, "result", {}) or {})
-        if rec.status == "applied":
-            out = str(result.get("stdout_tail", ""))
-            parsed = parse_teardown(out)
-            return TeardownMark(
-                record_id=rec.id, at=rec.finished_at or rec.created_at, exit_code=result.get("exit_code"),
-                destroyed=parsed.destroyed if parsed else None,
-                residual_deleted=parsed.residual_deleted if parsed else [], output=out[-2000:],
-            ), problem
-        if problem is None and rec.status in ("failed", "rolled_back"):
-            problem = f"teardown record {rec.id} {rec.status}: {rec.error or 'no error recorded'}"
-    return None, problem
 
 
 def _records(rd: ResultsDir) -> list[tuple[str, Record]]:
@@ -102,62 +75,68 @@ class ResultsSource(_Base):
         self.settings = settings
         self._readers: dict[str, DirReader] = {}
 
-    def _scan_sync(self, progress: ProgressFn) -> tuple[list[CampaignExperiment], list[SourceError], dict[str, float]]:
+    def _read_sync(self, progress: ProgressFn) -> list[tuple[str, DirReader, ResultsDir]]:
         if not os.path.isdir(self.root):
             raise SourceUnavailable(self.root, "no such directory" if not os.path.exists(self.root)
                                     else "not a directory")
         dirs = find_results_dirs(self.root, self.skip)
-        experiments: list[CampaignExperiment] = []
-        errors: list[SourceError] = []
-        stats = {"results_dirs": float(len(dirs)), "files_read": 0.0}
-        now = datetime.now(UTC)
-        if not dirs:
-            errors.append(SourceError(source=self.label, where=self.root, message="no csbench results dirs found"))
+        out = []
         for n, d in enumerate(dirs):
             progress(n, len(dirs), f"reading {os.path.basename(d)}")
             reader = self._readers.get(d) or self._readers.setdefault(d, DirReader(d))
-            rd = reader.read()
-            stats["files_read"] += rd.files_read
-            check = reader.inspect
-            claimed: set[str] = set()
-            found = [assemble.run_plan_experiment(camp, rel, rd, self.label, check, claimed, now)
-                     for rel, camp in rd.campaigns]
-            loose = [(rel, rec) for rel, rec in _records(rd) if rel not in claimed]
-            if loose or (not rd.campaigns and rd.problems):
-                found.append(assemble.dir_experiment(rd, loose, self.label, check,
-                                                     campaign_id=self.campaign_ids.get(d), problems=rd.problems))
-            elif rd.problems and found:
-                found[-1].problems += rd.problems
+            out.append((d, reader, reader.read()))
+        for gone in set(self._readers) - set(dirs):
+            del self._readers[gone]
+        return out
+
+    def _assemble_sync(self, read: list[tuple[str, DirReader, ResultsDir]], marks: dict[str, Marks],
+                       now: datetime) -> tuple[list[CampaignExperiment], list[SourceError]]:
+        experiments: list[CampaignExperiment] = []
+        errors: list[SourceError] = []
+        if not read:
+            errors.append(SourceError(source=self.label, where=self.root, message="no csbench results dirs found"))
+        for d, reader, rd in read:
+            mark = marks.get(d, Marks())
+            found = assemble.results_dir_experiments(rd, self.label, reader.inspect, now,
+                                                     campaign_id=self.campaign_ids.get(d), fetch=mark.fetch)
+            if not found:
+                # csbench's own `progress` answers the same for such a dir
+                errors.append(SourceError(source=self.label, where=d, message=(
+                    f"{assemble.NO_CAMPAIGNS.format(dir=d)} (csbench progress), and no record either")))
             logs = self._logs_file(rd)
             for exp in found:
                 exp.facts.logs, exp.facts.logs_from = logs, rd.controller_log
                 exp.facts.config_known = self.settings is not None
+                if exp.facts.cloud:
+                    exp.facts.teardown, exp.facts.teardown_problem = mark.teardown, mark.teardown_problem
                 if self.settings is not None and exp.facts.cloud and exp.facts.campaign_id:
                     exp.facts.teardown_command = teardown_display(self.settings, exp.facts.campaign_id)
             experiments += found
-        for gone in set(self._readers) - set(dirs):
-            del self._readers[gone]
-        return experiments, errors, stats
+        return experiments, errors
 
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
         taken = datetime.now(UTC)
-        experiments, errors, stats = await asyncio.to_thread(self._scan_sync, progress or no_progress)
-        for exp in experiments:
-            if exp.facts.cloud:
-                exp.facts.teardown, exp.facts.teardown_problem = await teardown_mark(exp.path)
+        read = await asyncio.to_thread(self._read_sync, progress or no_progress)
+        marks = {d: await read_marks(d) for d, _, _ in read}
+        experiments, errors = await asyncio.to_thread(self._assemble_sync, read, marks, datetime.now(UTC))
         publish_all(self._fs, experiments)
+        stats = {"results_dirs": float(len(read)), "files_read": float(sum(rd.files_read for _, _, rd in read))}
         return Snapshot(source=self.label, taken_at=taken, experiments=list(experiments), errors=errors,
                         stats=stats)
 
 
 class CampaignSource(_Base):
-    """Cloud campaigns by id: `csbench status` / `logs` per scan, fetched records from disk."""
+    """Cloud campaigns by id: `csbench status` / `logs` per scan, fetched records from disk; the
+    submit plans of the config, each with its preflight, and the campaigns evaldesk submitted
+    (read back from the submit records in the results dir)."""
 
     def __init__(self, settings: Settings, campaigns: list[str] | None = None, *, label: str = "csbench",
-                 cli: CsbenchCLI | None = None) -> None:
+                 cli: CsbenchCLI | None = None, plans: list[str] | None = None, submitted: bool = True) -> None:
         super().__init__(label)
         self.settings = settings
         self.campaigns = list(dict.fromkeys(campaigns if campaigns is not None else settings.campaigns))
+        self.plans = list(dict.fromkeys(plans if plans is not None else settings.plans))
+        self.submitted = submitted  # follow the campaigns evaldesk submitted too
         self.cli = cli or CsbenchCLI(settings)
         self._readers: dict[str, DirReader] = {}
         self._last: dict[str, tuple[StatusLine, list[str] | None, datetime]] = {}
@@ -186,6 +165,14 @@ class CampaignSource(_Base):
             else:
                 problems.append(f"csbench status failed: {status_error}")
         path = self.settings.campaign_dir(cid)
+        marks = await read_marks(path)
+        if status is None and marks.fetch is not None and marks.fetch.status is not None:
+            # what it said when evaldesk fetched it, dated: better than nothing, never taken as now
+            status = marks.fetch.status
+            stale_since = marks.fetch.at
+            problems.append(f"showing what csbench status said when evaldesk fetched it "
+                            f"({marks.fetch.at:%Y-%m-%d %H:%M} UTC, record {marks.fetch.record_id})"
+                            if marks.fetch.at else "showing what csbench status said at the last fetch")
         rd: ResultsDir | None = None
         check: assemble.ArtifactsFn = assemble.no_artifacts
         if os.path.isdir(path):
@@ -206,25 +193,34 @@ class CampaignSource(_Base):
             records = _records(rd)
             facts.platform = assemble.join_names([r.identity.adapter for _, r in records]) or ""
             facts.domain = assemble.join_names([r.identity.domain for _, r in records]) or ""
-        facts.teardown, facts.teardown_problem = await teardown_mark(path)
+        facts.teardown, facts.teardown_problem, facts.fetch = marks.teardown, marks.teardown_problem, marks.fetch
         exp = assemble.cloud_experiment(cid, path, self.label, facts, rd, check,
                                         problems)
         exp.stale_since = stale_since if status_error else None
         return exp, errors
 
+    async def followed(self) -> list[str]:
+        """The configured campaigns, then those evaldesk submitted (newest first)."""
+        ids = list(self.campaigns)
+        if self.submitted:
+            ids += [m.campaign_id for m in (await read_marks(self.settings.results_dir)).submits if m.campaign_id]
+        return list(dict.fromkeys(ids))
+
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
         taken = datetime.now(UTC)
         progress = progress or no_progress
-        progress(0, len(self.campaigns), f"csbench status of {len(self.campaigns)} campaign(s)")
+        ids = await self.followed()
+        progress(0, len(ids), f"csbench status of {len(ids)} campaign(s)")
         sem = asyncio.Semaphore(4)
 
         async def bounded(cid: str) -> tuple[CampaignExperiment, list[SourceError]]:
             async with sem:
                 return await self._one(cid)
 
-        results = await asyncio.gather(*(bounded(c) for c in self.campaigns))
-        experiments = [e for e, _ in results]
+        results = await asyncio.gather(*(bounded(c) for c in ids))
+        experiments: list[Experiment] = [e for e, _ in results]
         errors = [err for _, errs in results for err in errs]
+        plans: list[PlanExperiment] = [await plan_experiment(self.settings, p, self.label) for p in self.plans]
         publish_all(self._fs, experiments)
-        return Snapshot(source=self.label, taken_at=taken, experiments=list(experiments), errors=errors,
-                        stats={"campaigns": float(len(self.campaigns))})
+        return Snapshot(source=self.label, taken_at=taken, experiments=[*plans, *experiments], errors=errors,
+                        stats={"campaigns": float(len(ids)), "plans": float(len(plans))})

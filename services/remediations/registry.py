@@ -37,6 +37,7 @@ REMEDIATIONS: dict[str, str] = {
     "free_disk": "services.remediations.traces:FREE_DISK",
     "csbench_teardown": "services.csbench.teardown",
     "csbench_fetch": "services.csbench.fetch",
+    "csbench_submit": "services.csbench.submit",
     "resume": "services.remediations.resume",
     "rerun": "services.remediations.rerun",
     "aisbench_launch": "services.aisbench.launch",

@@ -1,13 +1,18 @@
-"""A stand-in `csbench` for the cloud commands: `status`, `logs`, `fetch`, `teardown`.
+"""A stand-in `csbench` for the cloud commands: `submit`, `status`, `logs`, `fetch`, `teardown`.
 
 The real commands talk to Aliyun OSS (oss2) and run terraform. This program is the real
 `csbench` CLI (clousight-bench's own argument parser, `prod_submit` functions and printing)
-with its two cloud seams pointed elsewhere: the OSS bucket is a local dir (`target.blob_bucket`
-in the csbench config names it) and terraform is a recorder that appends its argv to
-`<bucket>/terraform.log` and exits with `$CSBENCH_STANDIN_TF_RC` (default 0). So `status` prints
-the same JSON line, `teardown` the same Python dict, an unknown id the same empty counts, and
-`fetch` writes the same files — from campaign objects that `build_campaign` writes with
-csbench's own CampaignChannel and CampaignController (real records of a mock run).
+with its cloud seams pointed elsewhere: the OSS bucket is a local dir (`target.blob_bucket`
+in the csbench config names it), terraform is a recorder that appends its argv to
+`<bucket>/terraform.log` and exits with `$CSBENCH_STANDIN_TF_RC` (default 0), and the private
+wheel `submit` uploads is a URL into that dir. So `submit` writes the same launch spec and prints
+the campaign id (and csbench's own warning on a mock target), `status` prints the same JSON
+line, `teardown` the same Python dict, an unknown id the same empty counts, and `fetch` writes
+the same files — from campaign objects that `build_campaign` writes with csbench's own
+CampaignChannel and CampaignController (real records of a mock run).
+
+With `$CSBENCH_STANDIN_LOG` set, every call appends `{"argv", "cwd", "env_names"}` to that file:
+the names of the ALICLOUD_*/DASHSCOPE_* variables it was given, never their values.
 
     python tests/support/csbench_standin.py status camp-ab12cd34 --config cfg.yaml
 """
@@ -120,8 +125,13 @@ def main() -> int:
     from clousight_bench.cli import prod
 
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
-    if cmd not in ("status", "logs", "fetch", "teardown"):
-        sys.stderr.write(f"csbench stand-in: {cmd!r} is not one of status/logs/fetch/teardown\n")
+    log = os.environ.get("CSBENCH_STANDIN_LOG")
+    if log:
+        names = sorted(n for n in os.environ if n.startswith(("ALICLOUD_", "DASHSCOPE_")))
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"argv": ["csbench", *sys.argv[1:]], "cwd": os.getcwd(), "env_names": names}) + "\n")
+    if cmd not in ("submit", "status", "logs", "fetch", "teardown"):
+        sys.stderr.write(f"csbench stand-in: {cmd!r} is not one of submit/status/logs/fetch/teardown\n")
         return 2
 
     def terraform() -> Any:
@@ -137,8 +147,16 @@ def main() -> int:
         os.environ["CSBENCH_STANDIN_BUCKET"] = str(target.get("blob_bucket") or ".")
         return DirBlobStore(str(target.get("blob_bucket") or "."))
 
+    def wheel(target: dict[str, Any]) -> Any:
+        def build(campaign_id: str, needs_swebench: bool = False) -> tuple[str, list[str]]:
+            url = f"file://{target.get('blob_bucket')}/wheels/{campaign_id}/clousight_bench.whl"
+            return url, prod._controller_extra_deps(needs_swebench)
+
+        return build
+
     prod._prod_oss = oss  # type: ignore[assignment]
     prod._terraform_runner = terraform
+    prod._prod_wheel_builder = wheel
     prod._prod_runtime_deleter = lambda target: (lambda runtime_id: None)  # type: ignore[assignment]
     from clousight_bench.cli.app import main as csbench_main
 

@@ -243,3 +243,113 @@ def test_csbench_snapshot(snap_compare: Callable[..., bool], tmp_path_factory: p
     csbench_exe()
     app = make_app(tmp_path_factory, tmp_path)
     assert snap_compare(app, terminal_size=size, run_before=SCREENS[screen])
+
+
+# ---- csbench submit from the console ----------------------------------------------------------------
+
+PLAN_KEY = "csbench::swe-bench-smoke.plan.yaml"
+
+
+def submit_app(state: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> tuple[EvaldeskApp, Path, Path]:
+    """The console on the `[csbench] plans` of a checkout at a fixed path (the dialog shows
+    absolute paths), with the stand-in csbench first on PATH. (app, calls log, bucket)"""
+    from services.csbench.cli import settings
+    from services.csbench.source import CampaignSource
+    from tests.support.csbench_fixtures import standin_on_path, submit_checkout
+
+    use_utc()
+    shutil.rmtree(FIXED, ignore_errors=True)
+    FIXED.mkdir(parents=True)
+    log = standin_on_path(FIXED, monkeypatch)
+    _, plan, yaml = submit_checkout(FIXED, mode)
+    config = Config(journal_path=str(state / "journal.jsonl"), csbench=CsbenchConfig(
+        config=str(yaml), results_dir=str(FIXED / "results"), plans=[str(plan)]))
+    s = settings(config)
+    assert s is not None
+    app = EvaldeskApp([CampaignSource(s, label="csbench")], config, False, now=FIXED_NOW, poll=False,
+                      cursor_blink=False)
+    return app, log, FIXED / "bucket"
+
+
+async def open_submit(app: EvaldeskApp, pilot: Pilot) -> ConfirmScreen:
+    await settle(pilot)
+    keys = [e.key for e in app.screen.shown]  # type: ignore[attr-defined]
+    assert keys == [PLAN_KEY]
+    await pilot.press("a")  # type: ignore[attr-defined]
+    await settle(pilot, 2)
+    assert isinstance(app.screen, AuditScreen)
+    checklist = app.screen.query_one(Checklist)
+    assert checklist.items[checklist.highlighted or 0].id == "submitted"
+    await pilot.press("x")  # type: ignore[attr-defined]
+    await settle(pilot, 3)
+    assert isinstance(app.screen, ConfirmScreen), [e.message for e in app.event_log]
+    return app.screen
+
+
+async def test_submit_from_the_console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.csbench_fixtures import calls
+
+    app, log, _ = submit_app(tmp_path, monkeypatch, "real")
+    async with app.run_test(size=(120, 40)) as pilot:
+        dialog = await open_submit(app, pilot)
+        text = "\n".join(dialog.lines)
+        assert f"cd {FIXED}/checkout && csbench submit {FIXED}/checkout/configs/swe-bench-smoke.plan.yaml" in text
+        assert "--watchdog-timeout 5400" in text and "NAT gateway and an EIP" in text
+        assert dialog.query_one("#cancel", Button).has_focus and dialog.word is None
+        await pilot.press("n")
+        await settle(pilot)
+        assert calls(log) == [c for c in calls(log) if c["argv"][1] != "submit"]
+        await pilot.press("x")
+        await settle(pilot, 3)
+        await pilot.press("y")
+        await settle(pilot, 6)
+        [submit] = [c for c in calls(log) if c["argv"][1] == "submit"]
+        assert submit["argv"][-2:] == ["--watchdog-timeout", "5400"]
+        assert any(e.message.startswith("csbench_submit") for e in app.event_log)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, AuditScreen)
+        await pilot.press("escape")
+        await settle(pilot, 3)
+        # the campaign it started is followed beside its plan
+        keys = [e.key for e in app.screen.shown]  # type: ignore[attr-defined]
+        assert len(keys) == 2 and keys[0] == PLAN_KEY and keys[1].startswith("csbench::camp-")
+
+
+async def test_a_mock_submit_asks_for_the_word(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from tests.support.csbench_fixtures import calls
+
+    app, log, bucket = submit_app(tmp_path, monkeypatch, "mock")
+    async with app.run_test(size=(120, 40)) as pilot:
+        dialog = await open_submit(app, pilot)
+        assert dialog.word == "mock" and not dialog.query("#refusal")
+        assert "canned fixtures" in "\n".join(dialog.lines)
+        confirm = dialog.query_one("#confirm", Button)
+        assert confirm.disabled
+        # y is a letter of the box here, not Apply; a wrong word applies nothing
+        await pilot.press("y", "enter")
+        await settle(pilot)
+        assert app.screen is dialog and not [c for c in calls(log) if c["argv"][1] == "submit"]
+        await pilot.press("backspace", *"mock")
+        await pilot.pause()
+        assert not confirm.disabled
+        await pilot.press("enter")
+        await settle(pilot, 6)
+        [submit] = [c for c in calls(log) if c["argv"][1] == "submit"]
+        cid = next(p.name for p in (bucket / "clousight-bench" / "control").iterdir())
+        launch = json.loads((bucket / "clousight-bench" / "control" / cid / "launch.json").read_text())
+        assert launch["target"]["mode"] == "mock" and submit["argv"][1] == "submit"
+
+
+async def at_submit_word(pilot: Pilot) -> None:
+    await open_submit(pilot.app, pilot)  # type: ignore[attr-defined]
+    await quiet(pilot)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_submit_word_snapshot(snap_compare: Callable[..., bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              size: tuple[int, int]) -> None:
+    app, _, _ = submit_app(tmp_path, monkeypatch, "mock")
+    assert snap_compare(app, terminal_size=size, run_before=at_submit_word)

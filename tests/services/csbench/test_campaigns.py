@@ -233,7 +233,10 @@ async def test_sources_from_urls_and_the_config(cloud: Cloud) -> None:
     with pytest.raises(SourceUnavailable, match=r"\[csbench\]"):
         open_sources(f"csbench://{CID}", Config())
     with pytest.raises(ValueError, match="csbench://CAMPAIGN_ID"):
-        open_sources("csbench://", cloud.config)
+        open_sources("csbench://camp-1,--x", cloud.config)
+    # csbench:// alone: whatever the [csbench] config follows
+    [every] = open_sources("csbench://", cloud.config)
+    assert isinstance(every, CampaignSource) and every.campaigns == [CID] and every.submitted
     sources, errors = open_all([], cloud.config)
     assert errors == [] and [s.kind for s in sources] == ["csbench"]
 
@@ -273,3 +276,33 @@ async def test_a_configured_campaigns_dir_is_read_once(cloud: Cloud) -> None:
     assert open_sources(str(cloud.tmp / "results"), cloud.config)[0].kind == "harbor"  # nothing csbench is left
     [other] = open_sources(str(cloud.tmp / "results"), Config())
     assert other.kind == "csbench"  # without the config, it is just a fetched dir
+
+
+async def test_a_fetched_failed_campaign_stays_failed(cloud: Cloud) -> None:
+    """The controller uploads only completed tasks' records: the fetched dir of a FAILED campaign
+    holds nothing failed. The fetch's record keeps what csbench status said, so the dir — read
+    later as a path, without the config — is still the failed campaign, not a finished one."""
+    cloud_bucket(cloud.bucket, cloud.tmp, CID, [SMOKE_TASK, FAILING_TASK])
+    src = cloud.source(CID)
+    exp = (await src.scan()).experiments[0]
+    plan = await registry.plan("csbench_fetch", exp, src, cloud.config)
+    assert any("FAILED: only its completed tasks' records" in line for line in plan.preview)
+    await registry.apply("csbench_fetch", plan, exp.id, src, cloud.config, write_path(cloud))
+    fetched = cloud.tmp / "results" / CID
+    assert [json.loads(p.read_text())["status"] for p in fetched.glob("*.json")] == ["completed"]
+    [path_src] = open_sources(str(fetched), Config())
+    [exp] = (await path_src.scan()).experiments
+    assert isinstance(exp, CampaignExperiment) and exp.facts.origin == "fetched"
+    assert (exp.state, exp.state_raw) == (State.failed, "FAILED")
+    assert (exp.counts.valid, exp.counts.errored, exp.counts.expected) == (1, 1, 2)
+    r = audit_experiment(exp)
+    state = r.check("campaign_state")
+    assert state.status.value == "fail" and "FAILED marker" in state.evidence and "when evaldesk fetched" in \
+        state.evidence
+    assert r.verdict != "finalize" and r.check("tasks").status.value == "fail"
+    # the campaign source, when csbench status cannot answer, says what it said at the fetch, dated
+    assert cloud.config.csbench is not None
+    cloud.config.csbench.executable = str(cloud.tmp / "no-such-csbench")
+    [exp] = (await cloud.source(CID).scan()).experiments
+    assert exp.state == State.failed and exp.stale_since is not None
+    assert any("when evaldesk fetched it" in p for p in exp.problems)

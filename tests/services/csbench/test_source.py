@@ -171,8 +171,8 @@ async def test_running_then_stale(tmp_path_factory: pytest.TempPathFactory, tmp_
     old = time.time() - 600
     os.utime(state_file, (old, old))
     exp = only(await scan(root))
-    assert (exp.state, exp.state_raw) == (State.failed, "stale")
-    assert exp.trials[0].status == TrialStatus.errored and exp.trials[0].failure_class == "stale"
+    assert (exp.state, exp.state_raw) == (State.failed, "killed")
+    assert exp.trials[0].status == TrialStatus.errored and exp.trials[0].failure_class == "killed"
     check = audit_experiment(exp).check("campaign_state")
     assert check.status.value == "fail" and f"pid {dead.pid}" in check.evidence
 
