@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import orjson
 
 from services.core.failures import NO_REWARD_NOR_EXCEPTION
 from services.core.models import Trial, TrialCounts, TrialStatus
@@ -49,6 +52,27 @@ class Census:
     n_input_tokens: int = 0
     n_output_tokens: int = 0
     cost_usd: float = 0.0
+
+    def to_bytes(self) -> bytes | None:
+        """The census as JSON (the parse cache keeps a job's); None for names that are not UTF-8."""
+        data: dict[str, object] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            data[f.name] = sorted(v) if isinstance(v, frozenset) else dict(v) if isinstance(v, Counter) else v
+        try:
+            return orjson.dumps(data)
+        except TypeError:
+            return None
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Census:
+        """Raises ValueError (or TypeError, KeyError) for bytes that do not hold a census."""
+        raw = orjson.loads(data)
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            v = raw[f.name]
+            kw[f.name] = frozenset(v) if f.name == "benign" else Counter(v) if isinstance(v, dict) else v
+        return cls(**kw)
 
     @property
     def counts(self) -> TrialCounts:

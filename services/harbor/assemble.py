@@ -1,7 +1,9 @@
-"""Turn the raw pieces of one Harbor job dir into an Experiment.
+"""Turn the raw pieces of one Harbor job dir into an Experiment: its trials (services/harbor/
+parse.py) and its own files, read here through lenient mirrors of Harbor's job config and
+aggregate result (0.1.x – 0.26: unknown fields ignored, nearly everything optional).
 
-Shared by every source that reads Harbor job dirs (local disk, SSH), so a remote audit and
-a local audit of the same folder give the same figures by construction.
+Shared by every source that reads Harbor job dirs (local disk, SSH, SFTP, object stores), so
+every reading of the same folder gives the same figures by construction.
 """
 
 from __future__ import annotations
@@ -10,17 +12,95 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TypeVar
+from datetime import datetime
+from typing import Any, TypeVar
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.core.attempts import earliest_key
 from services.core.census import take_census
 from services.core.models import AGGREGATE_UNREADABLE, Experiment, State, Trial
 from services.core.policy import Policy
-from services.harbor.files import JobConfigFile, JobResultFile
 from services.harbor.runconfig import harbor_run_config
+
+_LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class _Lenient(BaseModel):
+    model_config = _LENIENT
+
+
+class EvalStats(_Lenient):
+    n_trials: int | None = None
+    n_errors: int | None = None
+    metrics: list[dict[str, Any]] = Field(default_factory=list)
+    exception_stats: dict[str, list[str]] = Field(default_factory=dict)
+
+    @property
+    def mean(self) -> float | None:
+        for m in self.metrics:
+            v = m.get("mean") if isinstance(m, dict) else None
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                return float(v)
+        return None
+
+
+class JobStats(_Lenient):
+    n_completed_trials: int | None = None
+    n_errored_trials: int | None = None
+    n_running_trials: int | None = None
+    n_pending_trials: int | None = None
+    n_cancelled_trials: int | None = None
+    n_retries: int | None = None
+    # 0.1.x wrote these at the top of stats
+    n_trials: int | None = None
+    n_errors: int | None = None
+    evals: dict[str, EvalStats] = Field(default_factory=dict)
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class JobResultFile(_Lenient):
+    id: str | None = None
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    finished_at: datetime | None = None
+    n_total_trials: int | None = None
+    stats: JobStats = Field(default_factory=JobStats)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _any_id(cls, v: Any) -> Any:
+        return None if v is None else str(v)
+
+
+class AgentConfig(_Lenient):
+    name: str | None = None
+    import_path: str | None = None
+    model_name: str | None = None
+    override_timeout_sec: float | None = None
+    max_timeout_sec: float | None = None
+
+
+class DatasetConfig(_Lenient):
+    path: str | None = None
+    name: str | None = None
+    version: str | None = None
+
+
+class JobConfigFile(_Lenient):
+    job_name: str | None = None
+    n_attempts: int | None = None
+    timeout_multiplier: float | None = None
+    agents: list[AgentConfig] = Field(default_factory=list)
+    datasets: list[DatasetConfig] = Field(default_factory=list)
+    # where a site records the scheduler job and the real model name
+    slurm_job_id: str | int | None = None
+    model_hf_name: str | None = None
+
 
 _M = TypeVar("_M", bound=BaseModel)
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from services.core.config import Config, HostConfig
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
-from services.core.source import Source
-from services.harbor.source import HarborSource, find_job_dirs, looks_like_job_dir
+from services.core.source import Source, SourceUnavailable
+from services.harbor import walk
+from services.harbor.source import HarborSource
 
 # the SSH side (asyncssh, ~0.25 s to import) loads only when a host is read: a local batch
 # command starts that much sooner
@@ -57,6 +58,20 @@ def open_url(spec: str, config: Config) -> Source:
         policy=config.policy,
         label=spec,
     )
+
+
+def find_job_dirs(root: str) -> list[str]:
+    """The job dirs under a local path; raises SourceUnavailable when it cannot be read."""
+    try:
+        return walk.find_jobs(walk.LocalFS(), root)[0]
+    except walk.WalkError as exc:
+        raise SourceUnavailable(exc.where, exc.message) from None
+
+
+def looks_like_job_dir(path: str) -> bool:
+    fs = walk.LocalFS()
+    listing = fs.list([path])[0]
+    return isinstance(listing, list) and walk.is_job_dir(fs, path, listing)
 
 
 def open_path(path: str, config: Config) -> Source:

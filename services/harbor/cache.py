@@ -1,17 +1,14 @@
 """The persistent parse cache: what earlier processes parsed, so the next one need not.
 
-One SQLite file per source root in `$XDG_CACHE_HOME/evaldesk/`, holding per trial dir the key
-of every file its record was built from (result.json, and config.json where it supplied
-fields: services/harbor/walk.py) and the record (services/harbor/parse.py `encode`), plus per
-job a summary, kept as its row with an empty name: the digest of every trial's keys and the
-census taken over them. A scan still
-stats every file it would have read and takes a record only under the same key; a record whose
-file changed within 2 s of being read is never kept (walk.settled).
+One SQLite file per source root in `$XDG_CACHE_HOME/evaldesk/`: per trial dir, the key of every
+file its record was built from (result.json, and config.json where it supplied fields) and the
+record (services/harbor/parse.py `encode`); per job, as its row with an empty name, the digest
+of every trial's keys and the census over them. A scan takes a record only under the keys it
+just stat'ed, and a record of a file within the racy window is never kept (walk.settled).
 
-It only ever costs speed: a corrupt file is replaced, a read-only or full disk turns writing off
-for the process, a lock held too long by another evaldesk skips the write. The file carries a
-schema number and the parser's version; a change of either starts it afresh. Bounded: the least
-recently scanned jobs go past MAX_ROWS, files unused for STALE_DAYS are removed.
+It only ever costs speed: a corrupt file is replaced, a read-only or full disk turns writing off,
+a lock another evaldesk holds too long skips the write. A new schema or parser version starts it
+afresh; past MAX_ROWS the least recently scanned jobs go; files unused for STALE_DAYS are removed.
 """
 
 from __future__ import annotations
@@ -21,15 +18,9 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections import Counter
-from collections.abc import Iterator
-from dataclasses import fields
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import orjson
-
-from services.core.census import Census
 from services.core.xdg import cache_dir
 from services.harbor import parse
 
@@ -53,10 +44,6 @@ def keys_digest(keys: dict[str, int], ckeys: dict[str, int]) -> bytes:
     return h.digest()
 
 
-def _b(s: str) -> bytes:
-    return os.fsencode(s)  # names need not be UTF-8: keep their bytes
-
-
 @contextlib.contextmanager
 def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("BEGIN IMMEDIATE")  # (a second writer waits or gives up here, not halfway through)
@@ -76,12 +63,12 @@ def _forget(db: sqlite3.Connection, job: bytes) -> int:
 
 
 class ParseCache:
-    """The cache of one source root. Never raises: a failure is kept in `problem` and turns the
-    cache (or only its writes) off for the rest of the process."""
+    """The cache of one source root (names kept as their bytes: they need not be UTF-8). Never
+    raises: a failure is kept in `problem` and turns the cache (or its writes) off for the process."""
 
     def __init__(self, root: str, directory: Path | None = None) -> None:
         self.directory = directory or cache_dir()
-        digest = hashlib.sha256(_b(os.path.abspath(root))).hexdigest()[:24]
+        digest = hashlib.sha256(os.fsencode(os.path.abspath(root))).hexdigest()[:24]
         self.path = self.directory / f"scan-{digest}.sqlite"
         self.problem: str | None = None
         self.writable = True
@@ -110,36 +97,25 @@ class ParseCache:
         return db
 
     def _open(self) -> sqlite3.Connection | None:
-        if self._opened:
-            return self._db
-        self._opened = True
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            self._off(f"cannot create {self.directory}: {exc.strerror or exc}")
-            return None
-        limit = time.time() - STALE_DAYS * 86400
-        with contextlib.suppress(OSError), os.scandir(self.directory) as it:
-            for entry in it:
-                if entry.name.startswith("scan-") and entry.name != self.path.name and entry.stat().st_mtime < limit:
-                    os.unlink(entry.path)
-        try:
-            self._db = self._connect()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and not self.path.exists():
-                self._off(f"cannot open {self.path}: {exc}")
-                return None
-            for suffix in ("", "-wal", "-shm"):  # corrupt, or not a database: start a new one
-                with contextlib.suppress(OSError):
-                    os.unlink(f"{self.path}{suffix}")
+        if not self._opened:
+            self._opened = True
             try:
-                self._db = self._connect()
-            except (sqlite3.Error, OSError) as again:
-                self._off(f"cannot use {self.path}: {again}")
-                return None
-        except OSError as exc:
-            self._off(f"cannot open {self.path}: {exc}")
-            return None
+                self.directory.mkdir(parents=True, exist_ok=True)
+                limit = time.time() - STALE_DAYS * 86400
+                for old in self.directory.glob("scan-*.sqlite*"):
+                    if not old.name.startswith(self.path.name) and old.stat().st_mtime < limit:
+                        old.unlink()
+                try:
+                    self._db = self._connect()
+                except sqlite3.DatabaseError as exc:
+                    if isinstance(exc, sqlite3.OperationalError) and not self.path.exists():
+                        raise
+                    for suffix in ("", "-wal", "-shm"):  # corrupt, or not a database: start a new one
+                        with contextlib.suppress(OSError):
+                            os.unlink(f"{self.path}{suffix}")
+                    self._db = self._connect()
+            except (OSError, sqlite3.Error) as exc:
+                self._off(f"cannot use {self.path}: {exc}")
         return self._db
 
     def _off(self, why: str) -> None:
@@ -149,7 +125,7 @@ class ParseCache:
                 self._db.close()
         self._db = None
 
-    def _write(self, what: str, fn: Any) -> bool:
+    def _write(self, what: str, fn: Callable[[sqlite3.Connection], object]) -> bool:
         db = self._open() if self.writable else None
         if db is None:
             return False
@@ -172,7 +148,7 @@ class ParseCache:
             return
         try:
             for rel, key, rec in db.execute("SELECT rel, key, rec FROM trials WHERE job = ? AND rel != x''",
-                                            (_b(job),)):
+                                            (os.fsencode(job),)):
                 yield os.fsdecode(rel), key, rec
         except sqlite3.Error as exc:
             self._off(f"cannot read {self.path}: {exc}")
@@ -181,13 +157,13 @@ class ParseCache:
         """Write what a scan parsed and forget what is gone, in one transaction."""
         if not put and not drop:
             return
-        jb = _b(job)
+        jb = os.fsencode(job)
 
         def write(db: sqlite3.Connection) -> None:
-            db.executemany("DELETE FROM trials WHERE job = ? AND rel = ?", [(jb, _b(r)) for r in drop])
+            db.executemany("DELETE FROM trials WHERE job = ? AND rel = ?", [(jb, os.fsencode(r)) for r in drop])
             # in key order: the B-tree takes them faster than out of order
             db.executemany("INSERT OR REPLACE INTO trials VALUES (?, ?, ?, ?)",
-                           sorted((jb, _b(rel), key, rec) for rel, key, rec in put))
+                           sorted((jb, os.fsencode(rel), key, rec) for rel, key, rec in put))
             db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?)", (jb, time.time()))
 
         if self._write("trials", write) and put:
@@ -217,9 +193,10 @@ class ParseCache:
     def summary(self, job: str) -> tuple[bytes, bytes] | None:
         """(digest, census) stored for `job`, or None."""
         db = self._open()
+        if db is None:
+            return None
         try:
-            row = db.execute("SELECT key, rec FROM trials WHERE job = ? AND rel = x''", (_b(job),)).fetchone() \
-                if db is not None else None
+            row = db.execute("SELECT key, rec FROM trials WHERE job = ? AND rel = x''", (os.fsencode(job),)).fetchone()
         except sqlite3.Error as exc:
             self._off(f"cannot read {self.path}: {exc}")
             return None
@@ -249,25 +226,3 @@ class ParseCache:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
         self._db, self._opened = None, False
-
-
-def census_bytes(census: Census) -> bytes | None:
-    """The census as JSON, or None when it cannot be written (names that are not UTF-8)."""
-    data = {}
-    for f in fields(census):
-        v = getattr(census, f.name)
-        data[f.name] = sorted(v) if isinstance(v, frozenset) else dict(v) if isinstance(v, Counter) else v
-    try:
-        return orjson.dumps(data)
-    except TypeError:
-        return None
-
-
-def census_from(data: bytes) -> Census:
-    """Raises ValueError (or TypeError, KeyError) for bytes that do not hold a census."""
-    raw = orjson.loads(data)
-    kw: dict[str, Any] = {}
-    for f in fields(Census):
-        v = raw[f.name]
-        kw[f.name] = frozenset(v) if f.name == "benign" else Counter(v) if isinstance(v, dict) else v
-    return Census(**kw)

@@ -1,9 +1,8 @@
 """The one parser of a Harbor trial: the bytes of its result.json (and config.json, while it runs
-or when an older Harbor left the task out of the result) → a `Trial`. It holds DESIGN 3's
-validity rule and never raises on bad content: whatever cannot be read becomes an ERRORED trial
-with the reason, and a malformed side field (a timestamp, a token count) never hides a reward.
-
-It also turns a Trial into the record the parse cache keeps, and back (`encode`, `decode`).
+or where an older Harbor left the task out of the result) → a `Trial`, with DESIGN 3's validity
+rule. It never raises on bad content: what cannot be read becomes an ERRORED trial with the
+reason, and a malformed side field (a timestamp, a token count) never hides a reward. It also
+turns a Trial into the record the parse cache keeps, and back (`encode`, `decode`).
 """
 
 from __future__ import annotations
@@ -177,17 +176,13 @@ def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | N
     trial_name = (cfg.text("trial_name") if cfg else None) or dir_name
     cfg_model = agent_cfg.text("model_name") if agent_cfg else None
 
-    def errored(reason: str) -> Trial:
-        return Trial(trial_name, _intern(_task_of(cfg) or task_from_trial_name(trial_name)), rel,
-                     TrialStatus.errored, parse_error=reason, mtime=mtime, model_name=_name(cfg_model))
-
-    if result is None and result_error is None:
-        return Trial(trial_name, _intern(_task_of(cfg) or task_from_trial_name(trial_name)), rel,
-                     TrialStatus.running, mtime=mtime, model_name=_name(cfg_model),
+    def errored(reason: str | None, status: TrialStatus = TrialStatus.errored) -> Trial:
+        return Trial(trial_name, _intern(_task_of(cfg) or task_from_trial_name(trial_name)), rel, status,
+                     parse_error=reason, mtime=mtime, model_name=_name(cfg_model),
                      agent_name=_name(agent_cfg.text("name") if agent_cfg else None))
-    if result_error is not None:
-        return errored(result_error)
-    assert result is not None
+
+    if result is None or result_error is not None:
+        return errored(result_error, TrialStatus.errored if result_error is not None else TrialStatus.running)
     if not result.strip():
         return errored("result.json is empty")
     try:

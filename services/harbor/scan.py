@@ -1,10 +1,9 @@
 """The scanner of one Harbor job dir, over any walk FS (local disk, SFTP, an object store).
 
-A first scan walks the job (services/harbor/walk.py), takes from the parse cache every record
-whose files still have the keys it was built from, and parses the rest. Later scans cost what
-changed: one listing for trial dirs that came or went, a stat of every running, odd or racy
-trial, and of a slice of the finished ones, so that each is checked against its files at least
-once per `verify_window_s` (a forced scan checks them all).
+A first scan walks the job, takes from the parse cache every record whose files still have the
+keys it was built from, and parses the rest. A later scan costs what changed: one listing, a stat
+of every running, odd or racy trial and of a slice of the finished ones, so that each is checked
+against its files at least once per `verify_window_s` (a forced scan checks them all).
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import posixpath
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, cast
 
 from services.core.census import Census
@@ -25,7 +25,7 @@ from services.core.policy import Policy
 from services.core.source import ProgressFn, no_progress
 from services.harbor import walk
 from services.harbor.assemble import TrialIndex, assemble_experiment, collapse_copies, number_attempts
-from services.harbor.cache import ParseCache, census_bytes, census_from, keys_digest, record_key
+from services.harbor.cache import ParseCache, keys_digest, record_key
 from services.harbor.parse import decode, encode, parse_trial
 from services.harbor.walk import Loc, key_mtime, running_key, settled
 
@@ -78,13 +78,6 @@ def job_experiment(job: str, files: dict[str, tuple[int | None, bytes | None, st
         trials=trials, policy=policy, config_bytes=data("config.json"), result_bytes=data("result.json"),
         eval_config_bytes=data("eval_config.json") or data("configs", say=False), env_bytes=data("meta.env"),
         problems=problems, index=index)
-
-
-class _CensusOnly:
-    """What assemble_experiment reads of an index: its census."""
-
-    def __init__(self, census: Census) -> None:
-        self.census = census
 
 
 class HarborScanner:
@@ -163,8 +156,7 @@ class HarborScanner:
 
     def _locate(self, entries: list[walk.Entry], problems: list[str]) -> list[Loc]:
         locs, folders = walk.locate(self.fs, self.job_dir, entries, problems)
-        names = {n for n, _ in entries}
-        for name in names:
+        for name, _ in entries:
             self._folders.pop(name, None)
             self._links.discard(name)
         self._folders.update(folders)
@@ -174,10 +166,8 @@ class HarborScanner:
     def _changes(self, entries: list[walk.Entry], now: float, problems: list[str]) -> tuple[list[Loc], list[str]]:
         """What a poll looks at: new and gone names, non-trial folders, links, and the running,
         racy and due trials; and the trial dirs that are gone."""
-        if entries == self._names:
-            added: set[str] = set()
-            gone: set[str] = set()
-        else:
+        added, gone = set[str](), set[str]()
+        if entries != self._names:
             now_names, before = {n for n, _ in entries}, {n for n, _ in self._names}
             added, gone = now_names - before, before - now_names
             self._names = entries
@@ -253,25 +243,21 @@ class HarborScanner:
         hits = 0
         for loc in locs:
             rel = loc.rel
-            key = _key(loc)
-            if self.keys.get(rel) == key and self.ckeys.get(rel) == _ckey(loc) and rel in by_path \
+            if self.keys.get(rel) == _key(loc) and self.ckeys.get(rel) == _ckey(loc) and rel in by_path \
                     and rel not in self.racy:
                 continue
             trial = persisted.get(rel)
-            if trial is not None:
-                hits += 1
-            else:
+            if trial is None:
                 to_read.append(loc)
                 continue
-            old = by_path.get(rel)
-            if old is not None:
-                replaced.append(old)
+            hits += 1
+            replaced += [by_path[rel]] if rel in by_path else []
             changed.append(trial)
         if to_read:
             progress(0, len(to_read), f"reading {len(to_read)} trial files in {posixpath.basename(self.job_dir)}")
         unsaved = self._read(to_read, now, changed, replaced, progress)
         self.files_read += len(to_read)
-        self._remember(locs, gone, full, new_keys if full else None, now)
+        self._remember(locs, gone, full, new_keys if full else None)
         gone_trials = [by_path[rel] for rel in gone if rel in by_path]
         if self._last is None:
             for t in changed:
@@ -285,7 +271,7 @@ class HarborScanner:
         if self.cache is not None and full and listed:
             whole = not unsaved and not self.racy and all(_keeps(k) for k in self.keys.values())
             self.cache.store_summary(self.job_dir, keys_digest(self.keys, self.ckeys) if whole else None,
-                                     census_bytes(self.index.census) if whole else None)
+                                     self.index.census.to_bytes() if whole else None)
         names = walk.job_file_names(self.fs, self.job_dir, entries)
         job_keys: tuple[object, ...] = (*names, *self.fs.stat([f"{self.job_dir}/{n}" for n in names]))
         stats = {"trial_dirs": len(self.keys), "files_read": len(to_read), "cache_hits": hits,
@@ -317,9 +303,7 @@ class HarborScanner:
             put: list[tuple[str, bytes, bytes]] = []
             for loc, (result, config) in zip(part, walk.read_trials(self.fs, self.job_dir, part), strict=True):
                 trial = trial_of(loc, result, config)
-                old = by_path.get(loc.rel)
-                if old is not None:
-                    replaced.append(old)
+                replaced += [by_path[loc.rel]] if loc.rel in by_path else []
                 changed.append(trial)
                 if not loc_settled(loc, now):
                     self.racy.add(loc.rel)
@@ -336,8 +320,7 @@ class HarborScanner:
             progress(min(i + READ_BATCH, len(to_read)), len(to_read), "reading trials")
         return unsaved
 
-    def _remember(self, locs: list[Loc], gone: Iterable[str], full: bool, new_keys: dict[str, int] | None,
-                  now: float) -> None:
+    def _remember(self, locs: list[Loc], gone: Iterable[str], full: bool, new_keys: dict[str, int] | None) -> None:
         """Keys, the volatile set and the ring follow what was just seen."""
         for rel in gone:
             self.keys.pop(rel, None)
@@ -351,10 +334,11 @@ class HarborScanner:
             rel, key = loc.rel, _key(loc)
             fresh = rel not in self.keys or full
             self.keys[rel] = key
-            if loc.rkey is not None and loc.ckey is not None:
-                self.ckeys[rel] = loc.ckey
-            else:
+            ckey = _ckey(loc)
+            if ckey is None:
                 self.ckeys.pop(rel, None)
+            else:
+                self.ckeys[rel] = ckey
             if key < 0 or loc.error is not None:
                 self.volatile.add(rel)
             elif fresh or rel in self.volatile:
@@ -365,7 +349,7 @@ class HarborScanner:
             self._verified_since = self._turn_began
 
     # -- the Experiment ------------------------------------------------------------------------
-    def _assemble(self, names: list[str], trials: list[Trial], index: TrialIndex | _CensusOnly,
+    def _assemble(self, names: list[str], trials: list[Trial], index: TrialIndex | SimpleNamespace,
                   problems: list[str], label: str) -> Experiment:
         self.job_files = walk.job_files(self.fs, self.job_dir, names)
         exp = job_experiment(self.job_dir, self.job_files, trials, problems, self.policy, self.source, label,
@@ -384,11 +368,11 @@ class HarborScanner:
         if stored is None or stored[0] != keys_digest(keys, {}):
             return None
         try:
-            census = census_from(stored[1])
+            census = Census.from_bytes(stored[1])
         except (ValueError, TypeError, KeyError):
             return None
         names = walk.job_file_names(self.fs, self.job_dir, entries)
-        exp = self._assemble(names, [], _CensusOnly(census), problems, label)
+        exp = self._assemble(names, [], SimpleNamespace(census=census), problems, label)  # (the census alone)
         exp.__dict__.pop("trials", None)
         order = dict(keys)
         exp._trials_loader = lambda: self._materialize(order)

@@ -18,23 +18,7 @@ from services.harbor.scan import DEFAULT_VERIFY_WINDOW_S, HarborScanner
 from services.transport.fs import JobFS, LocalFS
 from services.transport.process import LocalRunner, Runner
 
-# threads that read a big batch of trial files: on a cold disk (GPFS, NFS, a dropped page cache)
-# the reads wait on the device, and many in flight at once is what makes a first read fast
-READ_THREADS = 16
-
-
-def find_job_dirs(root: str) -> list[str]:
-    """The job dirs under a local path; raises SourceUnavailable when it cannot be read."""
-    try:
-        return walk.find_jobs(walk.LocalFS(), root)[0]
-    except walk.WalkError as exc:
-        raise SourceUnavailable(exc.where, exc.message) from None
-
-
-def looks_like_job_dir(path: str) -> bool:
-    fs = walk.LocalFS()
-    listing = fs.list([path])[0]
-    return isinstance(listing, list) and walk.is_job_dir(fs, path, listing)
+READ_THREADS = 16  # a cold disk (GPFS, NFS, a dropped page cache) answers many reads in flight at once
 
 
 def scan_roots(fs: Any, roots: list[str], scanners: dict[str, HarborScanner], make: Any, label: str,

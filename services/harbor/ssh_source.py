@@ -1,15 +1,12 @@
 """`harbor+ssh`: Harbor job dirs on a remote host, read with one remote command per scan.
 
-The remote program is the walk itself (services/harbor/walk.py, sent as it is to the host's
-python3, 3.6 or newer, through a one-line bootstrap: nothing is written there). The request
-follows it on stdin as JSON, so paths travel as data, never through a shell. For each job it
-already holds, the client sends per-bucket digests of its trials' keys; the host walks the job
-and sends the files of the trials in every bucket whose digest differs (an unchanged job costs
-the digests), which go through the same parser and assembly as a local scan. A host without
-python3 is read over SFTP with the same walk and scanner as local disk.
-
-SLURM state comes from one more command, only when some eval names a job not known to be over.
-When the host cannot be reached, the last good Snapshot is returned with `stale_since` set.
+The remote program is the walk itself (services/harbor/walk.py), sent as it is to the host's
+python3 through a one-line bootstrap (nothing is written there); the request follows it on
+stdin as JSON, so paths travel as data, never through a shell. The client sends per-bucket
+digests of the keys it holds; the host sends the files of every trial whose bucket differs,
+which go through the same parser and assembly as a local scan. A host without python3 is read
+over SFTP with the same walk and scanner as local disk. SLURM state comes from one more
+command; an unreachable host shows its last good Snapshot, marked stale.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ from services.harbor.evidence import TRIAL_FILES, read_evidence
 from services.harbor.parse import load_json
 from services.harbor.scan import HarborScanner, job_experiment, loc_settled, trial_of
 from services.harbor.source import scan_roots
-from services.transport.fs import JobFS
 from services.transport.process import Runner, SSHRunner
 from services.transport.sftp import SFTPFS, SFTPWalkFS
 from services.transport.slurm import SlurmTracker
@@ -49,10 +45,6 @@ PYTHON_MISSING_RC = 127
 BOOTSTRAP = ("import sys,zlib;n=int(sys.stdin.buffer.readline());"
              "exec(compile(zlib.decompress(sys.stdin.buffer.read(n)),'<evaldesk-walk>','exec'))")
 _PROGRAM_Z = zlib.compress(Path(walk.__file__).read_bytes(), 9)
-
-
-def remote_command(python: str = "python3") -> str:
-    return f"{shlex.quote(python)} -c {shlex.quote(BOOTSTRAP)}"
 
 
 class ProtocolError(Exception):
@@ -233,7 +225,7 @@ class SSHHarborSource:
         """Shown by the UI next to the source: host keys are not being checked."""
         return self.spec.insecure_no_host_key_check
 
-    def fs(self) -> JobFS:
+    def fs(self) -> SFTPFS:
         if self._fs is None:
             self._fs = SFTPFS(self.pool, self.spec)
         return self._fs
@@ -267,10 +259,10 @@ class SSHHarborSource:
         if self._walk_fs is not None:
             return await self._scan_sftp(taken, t0, progress)
         request = self.client.request(self.paths)
-        rc, out, err = await self._run(remote_command(self.python), request)
+        rc, out, err = await self._run(f"{shlex.quote(self.python)} -c {shlex.quote(BOOTSTRAP)}", request)
         if rc == PYTHON_MISSING_RC or (rc != 0 and b"not found" in err and not out):
             # no Python on the host: the same walk over SFTP, slower, with the same figures
-            self._walk_fs = SFTPWalkFS(self._sftp(), asyncio.get_running_loop(), timeout_s=self.timeout_s)
+            self._walk_fs = SFTPWalkFS(self.fs(), asyncio.get_running_loop(), timeout_s=self.timeout_s)
             return await self._scan_sftp(taken, t0, progress)
         try:
             result = self.client.apply(out, progress)
@@ -301,11 +293,6 @@ class SSHHarborSource:
                  "remote_seconds": result.remote_seconds, "seconds": time.perf_counter() - t0,
                  "remote_python": result.python}
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
-
-    def _sftp(self) -> SFTPFS:
-        if self._fs is None:
-            self._fs = SFTPFS(self.pool, self.spec)
-        return self._fs
 
     async def _scan_sftp(self, taken: datetime, t0: float, progress: ProgressFn) -> Snapshot:
         fs = self._walk_fs

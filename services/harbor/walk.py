@@ -1,23 +1,18 @@
 """The one walk of Harbor job dirs: which dirs are jobs, where each job's trials are, the key of
-every file, and which files a trial's record is built from.
+every file, and which files a trial's record is built from. Every Harbor source drives it through
+a small batched list / stat / read interface (`LocalFS` here; SFTP, object stores). On an SSH
+host this very file is the remote program (`serve()`): standard library only, Python 3.6.
 
-Every Harbor source drives it through a small list / stat / read interface: `LocalFS` here,
-SFTP (services/harbor/ssh_source.py) and object stores elsewhere. On an SSH host with a
-python3, this very file is the remote program: sent as it is, it runs `serve()` there and
-streams what it found in one round trip. So it is standard library only, and Python 3.6.
+DESIGN 3a: trial dirs (holding a config.json or a result.json) sit at depth 1, staged copies one
+level deeper under a non-trial folder; symlinks are never followed; `.evaldesk-quarantine` and
+hidden non-trial dirs are skipped.
 
-The rules (DESIGN 3a): trial dirs sit at depth 1; a non-trial folder may hold staged copies
-one level deeper; a symlink is never followed; `.evaldesk-quarantine` and hidden non-trial
-dirs are skipped. A dir is a trial dir when it holds a config.json or a result.json.
-
-A file's key is one int: mtime_ns, ctime_ns, size and inode packed (ctime cannot be set back
-by hand, so a file rewritten in place with its old mtime and size still shows as changed;
-where a store has no ctime or inode, those parts are 0). Sentinels: None absent, -1 not a
-regular file, -2 a dangling symlink or unstat-able, -3 the trial dir cannot be searched, -4 a
-directory. Nothing whose key is negative is ever opened (a fifo would block the reader).
-A key whose file changed within RACY_S of the walk is not settled (git's racy-timestamp rule):
-a rewrite within one timestamp tick at the same size would keep the same key, so such a file
-is read again on the next walk and no record of it is kept across processes.
+A file's key is one int: mtime_ns, ctime_ns, size, inode (a store without ctime or inode puts
+0 there). ctime cannot be set back, so a same-size rewrite with the old mtime still changes
+the key; where it cannot (SFTP, coarse clocks), git's racy-timestamp rule does: a file changed
+within RACY_S of being read is not settled, so it is read again and never kept across
+processes. Sentinels: None absent, -1 not a regular file, -2 a dangling symlink, -3 the trial
+dir cannot be searched, -4 a directory; nothing with a negative key is opened.
 """
 
 import base64
@@ -87,9 +82,6 @@ class Loc(object):
     def __init__(self, rel: str, name: str, rkey: Key = None, ckey: Key = None, error: Optional[str] = None) -> None:
         self.rel, self.name, self.rkey, self.ckey, self.error = rel, name, rkey, ckey, error
 
-    def __repr__(self) -> str:
-        return "Loc(%r, rkey=%r, ckey=%r, error=%r)" % (self.rel, self.rkey, self.ckey, self.error)
-
 
 class WalkError(Exception):
     def __init__(self, where: str, message: str) -> None:
@@ -104,15 +96,10 @@ _OPEN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK  # (never wait
 
 def _kind(entry: Any) -> str:
     try:
-        if entry.is_symlink():
-            return "link"
-        if entry.is_dir(follow_symlinks=False):
-            return "dir"
-        if entry.is_file(follow_symlinks=False):
-            return "file"
+        return "link" if entry.is_symlink() else "dir" if entry.is_dir(follow_symlinks=False) else \
+            "file" if entry.is_file(follow_symlinks=False) else "other"
     except OSError:
-        pass
-    return "other"
+        return "other"
 
 
 def read_local(path: str) -> Read:
@@ -171,20 +158,17 @@ class LocalFS(object):
 
     def stat(self, paths: Sequence[str]) -> List[Key]:
         out = []  # type: List[Key]
-        put = out.append
         for path in paths:
             try:
                 st = os.stat(path)
             except PermissionError:
-                put(DENIED)
+                out.append(DENIED)
                 continue
             except OSError:
-                put(BROKEN if os.path.lexists(path) else None)
+                out.append(BROKEN if os.path.lexists(path) else None)
                 continue
-            if stat.S_ISREG(st.st_mode):
-                put(pack_key(st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
-            else:
-                put(A_DIR if stat.S_ISDIR(st.st_mode) else ODD)
+            out.append(pack_key(st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) if stat.S_ISREG(st.st_mode)
+                       else A_DIR if stat.S_ISDIR(st.st_mode) else ODD)
         return out
 
     def read(self, paths: Sequence[str]) -> List[Read]:
@@ -221,14 +205,6 @@ def _top_keys(data: Optional[bytes]) -> Set[str]:
     return set(doc) if isinstance(doc, dict) else set()
 
 
-def job_files_say(keys: Set[str]) -> Optional[bool]:
-    """What the top-level keys of a dir's result.json and config.json say: a job dir (True), a
-    trial dir (False), or nothing (None: decide by the children)."""
-    if keys & JOB_KEYS and not keys & TRIAL_KEYS:
-        return True
-    return False if keys else None
-
-
 def read_files(fs: Any, paths: List[str]) -> List[Tuple[Key, Optional[bytes], Optional[str]]]:
     """Stat, then read what is a regular file: (key, bytes, problem) each."""
     keys = fs.stat(paths)
@@ -238,34 +214,31 @@ def read_files(fs: Any, paths: List[str]) -> List[Tuple[Key, Optional[bytes], Op
             for i, k in enumerate(keys)]
 
 
-def _own_keys(fs: Any, path: str, entries: List[Entry]) -> Set[str]:
+def _says_job(fs: Any, path: str, entries: List[Entry]) -> Optional[bool]:
+    # what the top-level keys of its result.json and config.json say: a job dir, a trial dir, or
+    # nothing (None)
     names = [n for n, kind in entries if n in ("result.json", "config.json") and kind in ("file", "link")]
     keys = set()  # type: Set[str]
     for _, data, _ in read_files(fs, [_join(path, n) for n in names]):
         keys |= _top_keys(data)
-    return keys
+    return bool(keys & JOB_KEYS and not keys & TRIAL_KEYS) if keys else None
 
 
 def is_job_dir(fs: Any, path: str, entries: List[Entry]) -> bool:
-    said = job_files_say(_own_keys(fs, path, entries))
+    said = _says_job(fs, path, entries)
     if said is not None:
         return said
     # no job files: a job dir if its children are trial dirs (not job dirs of a jobs folder)
     for name, kind in entries:
-        if kind != "dir":
-            continue
-        child = fs.list([_join(path, name)])[0]
+        child = fs.list([_join(path, name)])[0] if kind == "dir" else None
         if isinstance(child, list) and any(n in ("result.json", "config.json") for n, _ in child):
-            return job_files_say(_own_keys(fs, _join(path, name), child)) is not True
+            return _says_job(fs, _join(path, name), child) is not True
     return False
 
 
 def _root_error(why: str) -> str:
-    if why == os.strerror(errno.ENOENT):
-        return "no such directory"
-    if why == os.strerror(errno.ENOTDIR):
-        return "not a directory"
-    return "cannot read: %s" % why
+    plain = {os.strerror(errno.ENOENT): "no such directory", os.strerror(errno.ENOTDIR): "not a directory"}
+    return plain.get(why, "cannot read: %s" % why)
 
 
 def find_jobs(fs: Any, root: str) -> Tuple[List[str], List[Tuple[str, str]]]:
@@ -411,12 +384,9 @@ def bucket_digest(fps: List[bytes]) -> bytes:
 
 
 def n_buckets(n: int) -> int:
-    # up to eight trials a bucket: a changed trial re-sends its few neighbours, an unchanged job
-    # costs about half a byte a trial upstream
-    nb = 1
-    while nb * 8 < n and nb < 65536:
-        nb *= 2
-    return nb
+    # a power of two with up to eight trials a bucket: a changed trial re-sends its few
+    # neighbours, an unchanged job costs about half a byte a trial upstream
+    return min(65536, 1 << max(0, (n + 7) // 8 - 1).bit_length())
 
 
 def blob(data: Optional[bytes]) -> Any:
@@ -448,9 +418,7 @@ def _serve_job(fs: LocalFS, job: str, have: Dict[str, Any]) -> Iterator[Dict[str
         problems.append("cannot list %s: %s" % (job, entries))
         entries = []
     locs, _ = locate(fs, job, entries, problems)
-    for loc in locs:
-        if loc.error:
-            problems.append("%s: %s; counted as errored" % (loc.rel, loc.error))
+    problems += ["%s: %s; counted as errored" % (loc.rel, loc.error) for loc in locs if loc.error]
     # the remote keys a finished trial by both files: one more stat each, here, not a round trip
     finished = [loc for loc in locs if loc.rkey is not None and loc.rkey >= 0]
     for loc, k in zip(finished, fs.stat([_join(job, loc.rel, "config.json") for loc in finished])):
@@ -474,14 +442,8 @@ def _serve_job(fs: LocalFS, job: str, have: Dict[str, Any]) -> Iterator[Dict[str
     for i in range(0, len(send), 512):
         part = send[i: i + 512]
         for loc, ((rdata, rerr), (cdata, _)) in zip(part, read_trials(fs, job, part)):
-            row = {"t": "tr", "rel": loc.rel, "name": loc.name, "rk": _text(loc.rkey), "ck": _text(loc.ckey)}
-            if loc.error:
-                row["re"] = loc.error
-            else:
-                row["r"], row["c"] = blob(rdata), blob(cdata)
-                if rerr:
-                    row["re"] = rerr
-            yield row
+            yield {"t": "tr", "rel": loc.rel, "name": loc.name, "rk": _text(loc.rkey), "ck": _text(loc.ckey),
+                   "r": blob(rdata), "c": blob(cdata), "re": loc.error or rerr}
 
 
 def serve(stdin: Any = None, stdout: Any = None) -> None:

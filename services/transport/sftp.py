@@ -259,18 +259,17 @@ class SFTPWalkFS:
         self.reads = 0
 
     def _run(self, make: Callable[[asyncssh.SFTPClient, str], Awaitable[_T]], paths: Sequence[str]) -> _Many[_T]:
-        async def one(client: asyncssh.SFTPClient, path: str) -> _T:
-            async with self._sem:
-                self.requests += 1
-                return await make(client, path)
-
         async def every() -> _Many[_T]:
             client = await self.sftp.client()
-            return list(await asyncio.gather(*(one(client, p) for p in paths)))
 
-        if not paths:
-            return []
-        return asyncio.run_coroutine_threadsafe(every(), self.loop).result(self.timeout_s)
+            async def one(path: str) -> _T:
+                async with self._sem:
+                    self.requests += 1
+                    return await make(client, path)
+
+            return list(await asyncio.gather(*map(one, paths)))
+
+        return asyncio.run_coroutine_threadsafe(every(), self.loop).result(self.timeout_s) if paths else []
 
     def list(self, paths: Sequence[str]) -> _Listings:
         async def one(client: asyncssh.SFTPClient, path: str) -> list[tuple[str, str]] | str:
@@ -340,10 +339,7 @@ _M64 = (1 << 64) - 1
 
 
 def _kind(perms: int | None) -> str:
-    if perms is None:
-        return "other"
-    if st_mod.S_ISLNK(perms):
-        return "link"
-    if st_mod.S_ISDIR(perms):
-        return "dir"
-    return "file" if st_mod.S_ISREG(perms) else "other"
+    for test, kind in ((st_mod.S_ISLNK, "link"), (st_mod.S_ISDIR, "dir"), (st_mod.S_ISREG, "file")):
+        if perms is not None and test(perms):
+            return kind
+    return "other"
