@@ -223,6 +223,8 @@ def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | N
     problem = next((d.problem for d in (doc, verifier, raw_rewards, raised, usage, info, model_info)
                     if d is not None and d.problem), None)
     trial_name = doc.text("trial_name") or trial_name
+    if trial_name == rel:
+        trial_name = rel  # (one string for both: 100k of them stay as long as the console runs)
     return Trial(
         trial_name, _intern(doc.text("task_name") or _task_of(cfg) or task_from_trial_name(trial_name)), rel,
         TrialStatus.valid if reward is not None else TrialStatus.errored,
@@ -269,14 +271,8 @@ def encode(t: Trial) -> bytes | None:
     values = [getattr(t, _FIELDS[i]) for i in _KEPT]
     try:
         return orjson.dumps(values)
-    except TypeError:  # a surrogate-escaped name, or a tzinfo orjson does not know
-        for i in _DATES:
-            if values[i] is not None:
-                values[i] = values[i].isoformat()
-        try:
-            return orjson.dumps(values)
-        except TypeError:
-            return None
+    except TypeError:  # a surrogate-escaped name
+        return None
 
 
 def decode(rel: str, data: bytes) -> Trial:

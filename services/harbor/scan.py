@@ -93,7 +93,7 @@ class HarborScanner:
         self.ckeys: dict[str, int] = {}  # rel → config.json's key, for records built from it too
         self.volatile: set[str] = set()  # stat'ed every scan: running, odd, unreadable, racy
         self.racy: set[str] = set()  # read again on the next scan whatever their key
-        self._names: list[walk.Entry] = []  # the job dir's listing at the last scan
+        self._names: list[str] = []  # the job dir's listing at the last scan
         self._folders: dict[str, set[str]] = {}  # non-trial folders → the staged trial dirs in them
         self._links: set[str] = set()
         self._recheck: set[str] = set()  # names to classify again on the next scan
@@ -167,10 +167,11 @@ class HarborScanner:
         """What a poll looks at: new and gone names, non-trial folders, links, and the running,
         racy and due trials; and the trial dirs that are gone."""
         added, gone = set[str](), set[str]()
-        if entries != self._names:
-            now_names, before = {n for n, _ in entries}, {n for n, _ in self._names}
+        names = [n for n, _ in entries]
+        if names != self._names:
+            now_names, before = set(names), set(self._names)
             added, gone = now_names - before, before - now_names
-            self._names = entries
+            self._names = names
         added |= self._recheck
         self._recheck = set()
         removed = [n for n in gone if n in self.keys]
@@ -214,7 +215,7 @@ class HarborScanner:
         if not listed:
             problems.append(f"cannot list {self.job_dir}: {listing}")
         if full:
-            self._names, self._folders, self._links = entries, {}, set()
+            self._names, self._folders, self._links = [n for n, _ in entries], {}, set()
             locs, gone = self._locate(entries, problems), list[str]()
         else:
             locs, gone = self._changes(entries, now_mono, problems) if listed else ([], [])
