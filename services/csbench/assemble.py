@@ -246,11 +246,13 @@ def _expected(s: SlotRuns, rd: ResultsDir, plan_tasks: list[PlanTask] | None) ->
 
 
 def _later_campaign(camp: CampaignFile, rd: ResultsDir, since: datetime | None) -> CampaignFile | None:
-    """Another campaign in the same results dir that started after this one last wrote."""
+    """Another campaign in the same results dir that started after this one last wrote. csbench
+    writes whole seconds, so a start in the second of the last write counts as after it."""
     if since is None:
         return None
+    floor = since.replace(microsecond=0)
     later = [c for _, c in rd.campaigns if c.campaign_id != camp.campaign_id
-             and (st := utc(c.started_at)) is not None and st > since]
+             and (st := utc(c.started_at)) is not None and st >= floor]
     return min(later, key=lambda c: utc(c.started_at) or since, default=None)
 
 
