@@ -16,6 +16,9 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     # the console draws as in a modern terminal whatever shell runs the tests (a test of the
     # 16-colour look sets TEXTUAL_COLOR_SYSTEM itself)
     monkeypatch.setenv("TEXTUAL_COLOR_SYSTEM", "truecolor")
+    # pytest-xdist's workers run with COLUMNS=80; a piped table's width is the tests' to set
+    for var in ("COLUMNS", "LINES"):
+        monkeypatch.delenv(var, raising=False)
 
 
 @pytest.fixture(autouse=True)

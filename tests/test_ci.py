@@ -55,7 +55,7 @@ def test_ci_runs_every_step_then_the_readme_command_with_ci_set(tmp_path: Path) 
     assert lines[0] == "ci_services "
     assert [ln.split()[0] for ln in lines] == ["ci_services", "python", "ruff", "mypy", "slurm_up", "python",
                                                "slurm_up"]
-    assert lines[-2] == "python -m pytest -q CI=true SLURM_CONF=/tmp/x/slurm.conf"
+    assert lines[-2] == "python -m pytest -q -n 3 --dist loadfile CI=true SLURM_CONF=/tmp/x/slurm.conf"
     assert lines[-1] == "slurm_up --stop /tmp/x"  # stopped on the way out
 
 

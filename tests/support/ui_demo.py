@@ -8,6 +8,7 @@ session; tests that write get their own copy of the job they change.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -112,9 +113,17 @@ def snapshot_full_demo() -> Path:
     if _snapshot_full is None:
         from services.core.registry import write_demo as write_all
 
-        _snapshot_full = Path(tempfile.gettempdir()) / "evaldesk-snapshot-demo"
-        shutil.rmtree(_snapshot_full, ignore_errors=True)
-        write_all(_snapshot_full, DEMO_NOW)
+        root = Path(tempfile.gettempdir()) / "evaldesk-snapshot-demo"
+        # one test run's processes (pytest-xdist workers) share it; a new run writes it afresh
+        run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+        mark = root.with_name(root.name + ".run")
+        with open(root.with_name(root.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (mark.is_file() and mark.read_text() == run):
+                shutil.rmtree(root, ignore_errors=True)
+                write_all(root, DEMO_NOW)
+                mark.write_text(run)
+        _snapshot_full = root
     return _snapshot_full
 
 
