@@ -7,12 +7,11 @@ DESIGN 3a: trial dirs (holding a config.json or a result.json) sit at depth 1, s
 level deeper under a non-trial folder; symlinks are never followed; `.evaldesk-quarantine` and
 hidden non-trial dirs are skipped.
 
-A file's key is one int: mtime_ns, ctime_ns, size, inode (a store without ctime or inode puts
-0 there). ctime cannot be set back, so a same-size rewrite with the old mtime still changes
-the key; where it cannot (SFTP, coarse clocks), git's racy-timestamp rule does: a file changed
-within RACY_S of being read is not settled, so it is read again and never kept across
-processes. Sentinels: None absent, -1 not a regular file, -2 a dangling symlink, -3 the trial
-dir cannot be searched, -4 a directory; nothing with a negative key is opened.
+A file's key is one int: mtime_ns, ctime_ns, size, inode (0 where a store has no ctime or inode).
+ctime cannot be set back, so a same-size rewrite with the old mtime still changes the key; where it
+cannot (SFTP, coarse clocks), git's racy-timestamp rule does: a file changed within RACY_S of being
+read is not settled, so it is read again and never kept across processes. Sentinels: None absent,
+-1 not a regular file, -2 a dangling symlink, -3 the trial dir cannot be searched, -4 a directory.
 """
 
 import base64
@@ -140,7 +139,7 @@ class LocalFS(object):
     threads: on a cold disk (GPFS, NFS, a dropped page cache) the reads wait on the device, not
     on the interpreter."""
 
-    READ_CHUNK = 256
+    READ_CHUNK, COLD_READ_S = 256, 60e-6  # (a read slower than COLD_READ_S came from the device)
 
     def __init__(self, threads: int = 0) -> None:
         self.threads = threads
@@ -175,8 +174,12 @@ class LocalFS(object):
         self.reads += len(paths)
         if self.threads <= 1 or len(paths) < 2 * self.READ_CHUNK:
             return [read_local(p) for p in paths]
-        chunks = [paths[i: i + self.READ_CHUNK] for i in range(0, len(paths), self.READ_CHUNK)]
-        out = []  # type: List[Read]
+        # threads only where the first chunk shows a cold disk: warm reads would just pass the GIL around
+        began = time.monotonic()
+        out = [read_local(p) for p in paths[:self.READ_CHUNK]]  # type: List[Read]
+        if time.monotonic() - began < self.READ_CHUNK * self.COLD_READ_S:
+            return out + [read_local(p) for p in paths[self.READ_CHUNK:]]
+        chunks = [paths[i: i + self.READ_CHUNK] for i in range(self.READ_CHUNK, len(paths), self.READ_CHUNK)]
         with ThreadPoolExecutor(self.threads) as pool:
             for part in pool.map(lambda ps: [read_local(p) for p in ps], chunks, timeout=600):
                 out.extend(part)
