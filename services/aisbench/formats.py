@@ -328,7 +328,6 @@ class TaskMeta(BaseModel):
     model_abbr: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
-    datasets: list[str] = Field(default_factory=list, description="dataset abbrs the config runs")
     max_out_len: int | None = None
     batch_size: int | None = None
     num_prompts: int | None = None

@@ -1,8 +1,9 @@
 """Read one task dir — local or over SFTP, through the same `JobFS` — into a `TaskReading`.
 
 Only small files are read whole (results, perf JSON/CSV, task.json, exit code, pid); logs
-and predictions are read bounded. `configs/*.py` under a run dir is never read: AISBench
-dumps the whole config there, API key included.
+and predictions are read bounded. The run's dumped config (`configs/<ts>_<pid>.py`, API key
+included) is parsed for its model and dataset abbrs only (services.aisbench.runconfig): what
+the run was asked to measure, in the tool's own names.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from services.aisbench.formats import (
     log_error,
     parse_summary_csv,
 )
+from services.aisbench.runconfig import parse_run_config
 from services.transport.fs import JobFS, NotRegularFile, TooLarge
 
 SMALL = 4 * 1024 * 1024  # results, perf files, task.json
 PREDICTIONS_MAX = 64 * 1024 * 1024
 LOG_TAIL = 64 * 1024
+CONFIG_MAX = 16 * 1024 * 1024  # a dumped config of many datasets (mmlu's 57) with their prompts
 
 
 class DatasetReading(BaseModel):
@@ -67,6 +70,9 @@ class TaskReading(BaseModel):
     run_log_mtime: float | None = None
     runs: list[str] = Field(default_factory=list, description="run dirs under outputs/, oldest first")
     datasets: list[DatasetReading] = Field(default_factory=list)
+    config_rel: str | None = Field(None, description="the latest dumped config of the latest run")
+    planned_models: list[str] = Field(default_factory=list, description="model abbrs of the dumped config")
+    planned_datasets: list[str] = Field(default_factory=list, description="dataset abbrs of the dumped config")
     summary_rel: str | None = None
     summary_rows: list[SummaryRow] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
@@ -196,6 +202,18 @@ async def _read_run(fs: JobFS, task_dir: str, run_rel: str, r: TaskReading, mtim
             for name in await _names(fs, f"{run}/logs/{stage}/{abbr}"):
                 if name.endswith(".out"):
                     pair(abbr, name[: -len(".out")]).files[f"{stage}_log"] = f"{run_rel}/logs/{stage}/{abbr}/{name}"
+    configs = [n for n in await _names(fs, f"{run}/configs") if n.endswith(".py")]
+    if configs:
+        # a --reuse dumps a new config beside the first; names start with the time: the last is the latest
+        rel = f"{run_rel}/configs/{configs[-1]}"
+        raw = await _small(fs, f"{task_dir}/{rel}", r.problems, rel, CONFIG_MAX)
+        if raw is not None:
+            try:
+                cfg = parse_run_config(raw.decode("utf-8", "replace"))
+            except ValueError as exc:
+                r.problems.append(f"{rel}: {exc}")
+            else:
+                r.config_rel, r.planned_models, r.planned_datasets = rel, cfg.models, cfg.datasets
     summaries = sorted(n for n in await _names(fs, f"{run}/summary") if SUMMARY_FILE.match(n))
     txts = [n for n in summaries if n.endswith(".txt")]
     if txts:

@@ -42,6 +42,10 @@ QUESTIONS = [
     ("James decides to run 3 sprints 3 times a week. He runs 60 meters each sprint. How many total meters does "
      "he run a week?", "540"),
 ]
+# the abbr of each dataset config's dataset, as the tool's own configs name them
+# (ais_bench/benchmark/configs/datasets/<dir>/<config>.py in ais-bench-benchmark 3.1)
+ABBRS = {"math": "math_prm800k_500", "humaneval": "openai_humaneval", "longbenchv2": "LongBenchv2",
+         "livecodebench": "lcb_code_generation"}
 RULE = "^" * 128
 END = "$" * 128
 
@@ -168,7 +172,7 @@ def main() -> int:
         print(f"[ais_bench] [ERROR] [TMAN-CFG-001] cannot read the config: {exc}", file=sys.stderr)
         return 1
     m = re.search(r"configs\.datasets\.(\w+)\.", cfg_text)
-    ds = {"math": "math500"}.get(m.group(1), m.group(1)) if m else "dataset"
+    ds = ABBRS.get(m.group(1), m.group(1)) if m else "dataset"
     abbr = field(model_text, "abbr") or "model"
     model = field(model_text, "model") or ""
     url = field(model_text, "url") or "http://localhost:8080/"
@@ -182,7 +186,11 @@ def main() -> int:
         ts = datetime.now().strftime("%Y%m%d_%H%M%S")
     run = work / ts
     (run / "configs").mkdir(parents=True, exist_ok=True)
-    (run / "configs" / f"{ts}_{os.getpid()}.py").write_text(cfg_text + "\n" + model_text)
+    # the dump's shape (mmengine Config.dump): the key is in it, as in the real one
+    (run / "configs" / f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{os.getpid()}.py").write_text(
+        f"datasets=[\n    dict(abbr={ds!r},\n        path='ais_bench/datasets/{m.group(1) if m else ds}'),\n    ]\n"
+        f"models=[\n    dict(abbr={abbr!r},\n        api_key={key!r},\n        model={model!r}),\n    ]\n"
+        f"work_dir={str(run)!r}\n")
     print(f"[ais_bench] [INFO] Current exp folder: {run}", flush=True)
     time.sleep(float(os.environ.get("AIS_BENCH_STANDIN_SLEEP") or 0))
     questions = QUESTIONS[: args.num_prompts] if args.num_prompts else QUESTIONS
