@@ -35,7 +35,7 @@ def _ts(t: float | None) -> datetime | None:
 def _has_figures(d: DatasetReading, mode: str | None) -> bool:
     if mode == "perf":
         return d.perf is not None
-    return d.result is not None or d.perf is not None
+    return d.measured
 
 
 def dataset_trial(d: DatasetReading, status: TrialStatus, started: datetime | None,
@@ -72,7 +72,15 @@ def dataset_trial(d: DatasetReading, status: TrialStatus, started: datetime | No
             unit = next((q.unit for q in row.stats.values() if q.unit), "")
             t.perf_units[row.metric] = unit
     if status == TrialStatus.errored:
-        if d.error is not None:
+        if d.result is not None and d.result.no_report:
+            t.exception_type = "HarnessReportMissing"
+            t.exception_message = (f"the SWE-bench harness left no report (harness exit code "
+                                   f"{d.result.harness_exit_code}): the results file holds only harness_exit_code, "
+                                   "predictions_path and run_id")
+            if d.error is not None:
+                t.exception_message += f"; the log says: {d.error.message}"
+            t.error_code = d.error.code if d.error else None
+        elif d.error is not None:
             t.exception_type = d.error.code or d.error.message.split(":", 1)[0]
             t.exception_message = d.error.message
             t.error_code = d.error.code
@@ -223,6 +231,8 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
     if missing:
         exp.state, exp.state_raw = State.failed, "failed"
         what = "perf file" if mode == "perf" else "results file"
+        if any(t.exception_type == "HarnessReportMissing" for t in missing):
+            what = "SWE-bench harness report"
         if len(missing) == len(trials):
             info.reason = f"exited 0 without a {what}" + _first_error(missing)
         else:

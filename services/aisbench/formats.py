@@ -107,6 +107,13 @@ class DatasetResult(BaseModel):
         return self.total_instances is not None or self.harness_exit_code is not None
 
     @property
+    def no_report(self) -> bool:
+        """SWE-bench's evaluator without a harness report (the harness crashed, or was killed)
+        writes only {harness_exit_code, predictions_path, run_id} (swebench_eval.py): a failed
+        evaluation, not a result."""
+        return self.harness_exit_code is not None and self.total_instances is None and self.accuracy is None
+
+    @property
     def score(self) -> tuple[str, float] | None:
         """The headline figure (name, percentage): accuracy, else the first numeric metric."""
         if self.accuracy is not None and math.isfinite(self.accuracy):

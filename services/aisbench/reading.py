@@ -56,6 +56,11 @@ class DatasetReading(BaseModel):
     def key(self) -> str:
         return f"{self.abbr}/{self.dataset}"
 
+    @property
+    def measured(self) -> bool:
+        """A results file that is a result, or a perf file."""
+        return (self.result is not None and not self.result.no_report) or self.perf is not None
+
 
 class TaskReading(BaseModel):
     task_id: str
@@ -261,7 +266,7 @@ async def _read_dataset(fs: JobFS, task_dir: str, d: DatasetReading) -> None:
     raw = await load("predictions", PREDICTIONS_MAX)
     if raw is not None:
         d.predictions = count_predictions(raw)
-    if d.result is None and d.perf is None:
+    if not d.measured:
         # no figures: the logs say why (infer first: a failed inference is where it starts)
         for role in ("infer_log", "eval_log"):
             rel = d.files.get(role)

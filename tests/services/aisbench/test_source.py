@@ -199,6 +199,27 @@ async def test_the_dumped_config_is_parsed_not_run_and_its_key_kept_nowhere(root
     assert any("not a config AISBench dumps" in e.message for e in snap.errors)
 
 
+async def test_a_swebench_results_file_without_the_harness_report_is_a_failed_eval(root: Path) -> None:
+    # swebench_eval.py with no harness report writes only these three keys (and may say exit 0)
+    task = root / "swe-bench-verified-mini"
+    [result] = task.glob("outputs/*/results/fake-model/*.json")
+    full = json.loads(result.read_text())
+    for code in (1, 0):
+        result.write_text(json.dumps({"harness_exit_code": code, "predictions_path": full["predictions_path"],
+                                      "run_id": full["run_id"]}, indent=2))
+        exp = (await scan(root))["swe-bench-verified-mini"]
+        t = only_trial(exp)
+        assert exp.state == State.failed and t.status == TrialStatus.errored
+        assert (exp.counts.valid, exp.counts.errored, exp.score) == (0, 1, None)
+        assert t.exception_type == "HarnessReportMissing" and f"harness exit code {code}" in str(t.exception_message)
+        assert str(exp.task.reason).startswith("exited 0 without a SWE-bench harness report")
+        report = audit_experiment(exp, now=NOW)
+        assert report.verdict != "finalize" and report.check("results_file").status.value == "fail"
+    result.write_text(json.dumps(full))  # the report merged in: a result
+    exp = (await scan(root))["swe-bench-verified-mini"]
+    assert exp.state == State.finished and only_trial(exp).swebench["resolved"] == 4
+
+
 async def test_an_unreadable_results_file_is_a_problem_not_a_crash(root: Path) -> None:
     task = root / "gsm8k-accuracy"
     result = next(task.glob("outputs/*/results/fake-model/gsm8k.json"))
