@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 import orjson
 from pydantic import BaseModel, Field, ValidationError
@@ -28,6 +28,7 @@ from services.aisbench.formats import (
     count_predictions,
     log_error,
     parse_summary_csv,
+    ts_of_dir,
 )
 from services.aisbench.runconfig import parse_run_config
 from services.transport.fs import JobFS, NotRegularFile, TooLarge
@@ -87,14 +88,13 @@ class TaskReading(BaseModel):
     def latest(self) -> str | None:
         return self.runs[-1] if self.runs else None
 
+    run_started_at: datetime | None = Field(None, description="the latest run dir's name, in the host's zone")
+
     @property
     def launched_at(self) -> datetime | None:
         if self.meta and self.meta.launched_at:
             return self.meta.launched_at
-        from services.aisbench.formats import ts_of_dir
-
-        ts = ts_of_dir(self.latest or "")
-        return ts.replace(tzinfo=UTC) if ts else None
+        return self.run_started_at
 
 
 async def _small(fs: JobFS, path: str, problems: list[str], rel: str, limit: int = SMALL) -> bytes | None:
@@ -130,7 +130,8 @@ async def looks_like_task_dir(fs: JobFS, path: str) -> bool:
     return "task.json" in names or "run.sh" in names or ("outputs" in names and "cfg" in names)
 
 
-async def read_task(fs: JobFS, task_dir: str, *, check_pid: bool = True) -> TaskReading:
+async def read_task(fs: JobFS, task_dir: str, *, check_pid: bool = True, tz: tzinfo = UTC) -> TaskReading:
+    """`tz`: the eval host's zone, which AISBench's run dir names are in."""
     task_id = posixpath.basename(task_dir.rstrip("/"))
     r = TaskReading(task_id=task_id, task_dir=task_dir)
     names = set(await _names(fs, task_dir))
@@ -173,6 +174,8 @@ async def read_task(fs: JobFS, task_dir: str, *, check_pid: bool = True) -> Task
     if "outputs" in names:
         r.runs = [n for n in await _names(fs, f"{task_dir}/outputs") if TS_DIR.match(n)]
     if r.latest:
+        started = ts_of_dir(r.latest, tz)
+        r.run_started_at = started.astimezone(UTC) if started else None
         await _read_run(fs, task_dir, f"outputs/{r.latest}", r, mtimes)
     r.newest_mtime = max(mtimes) if mtimes else None
     return r

@@ -13,7 +13,8 @@ its shapes (see tests/fixtures/aisbench, made by the real one):
 
 With the server down (or refusing the key) it logs the real `TINFER-RUNTIME-001 warmup failed`
 error, writes no results file and still exits 0 — like the real tool. AIS_BENCH_STANDIN_SLEEP=S
-keeps it running S seconds first, so a test can watch a task run.
+keeps it running S seconds first, AIS_BENCH_STANDIN_HOLD=FILE until FILE exists, so a test can
+watch a task run and change the world under it.
 """
 
 from __future__ import annotations
@@ -193,6 +194,10 @@ def main() -> int:
         f"work_dir={str(run)!r}\n")
     print(f"[ais_bench] [INFO] Current exp folder: {run}", flush=True)
     time.sleep(float(os.environ.get("AIS_BENCH_STANDIN_SLEEP") or 0))
+    hold = os.environ.get("AIS_BENCH_STANDIN_HOLD")
+    deadline = time.monotonic() + 120
+    while hold and not Path(hold).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # a test says when to go on (a sleep races a loaded machine)
     questions = QUESTIONS[: args.num_prompts] if args.num_prompts else QUESTIONS
     answers: list[tuple[str, str, float, float]] = []
     t0 = time.perf_counter()
