@@ -102,7 +102,7 @@ def write_task(host: HostEntry, task_id: str, suite_name: str, api_base: str, ma
     os.chmod(task_dir, 0o700)
     now = datetime.now(UTC).replace(microsecond=0)
     meta = TaskMeta(id=task_id, suite=s.name, mode=s.mode, model="fake-model", model_abbr=model_abbr("fake-model"),
-                    api_base=api_base, datasets=list(s.dataset_abbrs), max_out_len=max_out_len, batch_size=batch,
+                    api_base=api_base, max_out_len=max_out_len, batch_size=batch,
                     created_at=now, launched_at=now, host="eval-a")
     argv = ais_bench_argv(host, p["dir"], s, None)
     meta.command = argv
@@ -149,7 +149,7 @@ def write_swebench(out: Path) -> Path:
         "[2026-11-30 11:40:02,118] [ais_bench] [INFO] Report: 4 resolved, 5 unresolved, 1 errors (of 10 submitted)\n")
     meta = TaskMeta(id="swe-bench-verified-mini", suite="swe_bench_verified_mini", mode="agent", model="fake-model",
                     model_abbr="fake-model", api_base="http://127.0.0.1:8000/v1",
-                    datasets=["swe_bench_verified_mini"], max_out_len=32768, batch_size=4,
+                    max_out_len=32768, batch_size=4,
                     created_at=datetime(2026, 11, 30, 11, 0, tzinfo=UTC), host="eval-a")
     (task / "task.json").write_text(meta_json(meta))
     (task / "exit_code").write_text("0\n")

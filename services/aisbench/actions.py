@@ -222,7 +222,7 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
     pf = await run_preflight(src.runner, host, src.task_root, row.api_base, row.model)
     row = await _remember(src, row, pf, now)
     meta = TaskMeta(id=task.id, suite=s.name, mode=s.mode, model=row.model, model_abbr=model_abbr(row.model),
-                    api_base=row.api_base, api_key_env=row.api_key_env, datasets=list(s.dataset_abbrs),
+                    api_base=row.api_base, api_key_env=row.api_key_env,
                     max_out_len=row.max_out_len, batch_size=row.batch_size, num_prompts=row.num_prompts,
                     created_at=row.created_at, launched_at=now, host=src.host or "local")
     argv = ais_bench_argv(host, p["dir"], s, row.num_prompts)
@@ -259,7 +259,7 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
     preview = [
         f"Launch AISBench task {task.id} on {where} ({how})",
         f"  task dir:  {p['dir']}",
-        f"  suite:     {s.name} ({s.mode}), datasets {', '.join(s.dataset_abbrs) or s.variable}",
+        f"  suite:     {s.name} ({s.mode}), datasets {s.variable} of {s.module}",
         f"  model:     {row.model} at {row.api_base}",
         f"  API key:   {key_note}",
         f"  max-out-len {row.max_out_len}, batch size {row.batch_size}"

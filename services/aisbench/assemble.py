@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from services.aisbench.formats import HostEntry, TaskRow
 from services.aisbench.models import VIEW_DIR, DatasetTrial, TaskExperiment, TaskInfo
 from services.aisbench.reading import DatasetReading, TaskReading
-from services.aisbench.taskdir import SUITES
 from services.core.models import State, TrialCounts, TrialStatus
 
 PERF_STATS = ("Median", "P75", "P90", "P99", "Average", "Min", "Max")
@@ -36,7 +35,7 @@ def _ts(t: float | None) -> datetime | None:
 def _has_figures(d: DatasetReading, mode: str | None) -> bool:
     if mode == "perf":
         return d.perf is not None
-    return d.result is not None or d.perf is not None
+    return d.measured
 
 
 def dataset_trial(d: DatasetReading, status: TrialStatus, started: datetime | None,
@@ -73,7 +72,15 @@ def dataset_trial(d: DatasetReading, status: TrialStatus, started: datetime | No
             unit = next((q.unit for q in row.stats.values() if q.unit), "")
             t.perf_units[row.metric] = unit
     if status == TrialStatus.errored:
-        if d.error is not None:
+        if d.result is not None and d.result.no_report:
+            t.exception_type = "HarnessReportMissing"
+            t.exception_message = (f"the SWE-bench harness left no report (harness exit code "
+                                   f"{d.result.harness_exit_code}): the results file holds only harness_exit_code, "
+                                   "predictions_path and run_id")
+            if d.error is not None:
+                t.exception_message += f"; the log says: {d.error.message}"
+            t.error_code = d.error.code if d.error else None
+        elif d.error is not None:
             t.exception_type = d.error.code or d.error.message.split(":", 1)[0]
             t.exception_message = d.error.message
             t.error_code = d.error.code
@@ -135,8 +142,7 @@ def _without_dir(exp: TaskExperiment, row: TaskRow | None) -> None:
         return
     exp.started_at = row.created_at
     exp.updated_at = row.preflight_at or row.created_at
-    planned = SUITES[row.suite].dataset_abbrs if row.suite in SUITES else ()
-    exp.counts = TrialCounts(expected=len(planned) or None)
+    exp.counts = TrialCounts(expected=None)  # the datasets are known once the run dumps its config
     blocker = row.blocked_by
     if row.launched_at is not None:
         exp.state, exp.state_raw = State.removed, "removed"
@@ -167,8 +173,9 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
     exp.problems = list(r.problems) + [p for d in r.datasets for p in d.problems]
     exp.started_at = r.launched_at
     exp.updated_at = _ts(r.newest_mtime) or r.launched_at
-    planned = list(r.meta.datasets if r.meta else [])
-    found = {d.dataset for d in r.datasets}
+    # what the run was asked to measure: its own dumped config, in the tool's names
+    planned = [(m, d) for m in r.planned_models for d in r.planned_datasets]
+    found = {(d.abbr, d.dataset) for d in r.datasets}
     running = r.exit_code is None and r.has_run_sh and r.alive is not False
     trials: list[DatasetTrial] = []
     for d in r.datasets:
@@ -179,9 +186,8 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
         else:
             status = TrialStatus.errored
         trials.append(dataset_trial(d, status, r.launched_at, mode))
-    abbr = (r.meta.model_abbr if r.meta else None) or (r.datasets[0].abbr if r.datasets else "model")
-    for name in planned:
-        if name not in found:
+    for abbr, name in planned:
+        if (abbr, name) not in found:
             placeholder = DatasetReading(abbr=abbr, dataset=name)
             trials.append(dataset_trial(placeholder, TrialStatus.running if running else TrialStatus.errored,
                                         r.launched_at, mode))
@@ -225,6 +231,8 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
     if missing:
         exp.state, exp.state_raw = State.failed, "failed"
         what = "perf file" if mode == "perf" else "results file"
+        if any(t.exception_type == "HarnessReportMissing" for t in missing):
+            what = "SWE-bench harness report"
         if len(missing) == len(trials):
             info.reason = f"exited 0 without a {what}" + _first_error(missing)
         else:

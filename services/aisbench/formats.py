@@ -24,8 +24,9 @@ import csv
 import io
 import math
 import re
-from datetime import datetime
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -44,14 +45,37 @@ def strip_ansi(text: str) -> str:
     return ANSI.sub("", text)
 
 
-def ts_of_dir(name: str) -> datetime | None:
-    """The start time AISBench encodes in a run dir name (local time of the eval host)."""
+def ts_of_dir(name: str, tz: tzinfo | None = None) -> datetime | None:
+    """The start time AISBench encodes in a run dir name: the eval host's local time
+    (`datetime.now()`, ais_bench/benchmark/cli/utils.py), so read in the host's zone `tz`;
+    naive when none is given."""
     if not TS_DIR.match(name):
         return None
     try:
-        return datetime.strptime(name, "%Y%m%d_%H%M%S")
+        ts = datetime.strptime(name, "%Y%m%d_%H%M%S")
     except ValueError:
         return None
+    return ts.replace(tzinfo=tz) if tz is not None else ts
+
+
+OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})$")
+
+
+def parse_tz(text: str) -> tzinfo:
+    """An IANA zone (`Asia/Shanghai`) or a UTC offset as `date +%z` prints it (`+0800`).
+    Raises ValueError for anything else."""
+    text = text.strip()
+    m = OFFSET.match(text)
+    if m:
+        sign = -1 if m.group(1) == "-" else 1
+        hours, minutes = int(m.group(2)), int(m.group(3))
+        if hours > 23 or minutes > 59:
+            raise ValueError(f"{text!r} is not a UTC offset")
+        return timezone(sign * timedelta(hours=hours, minutes=minutes))
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{text!r} is not a time zone (an IANA name like Asia/Shanghai, or +0800)") from None
 
 
 # ---- results/<abbr>/<dataset>.json ---------------------------------------------------------------
@@ -105,6 +129,13 @@ class DatasetResult(BaseModel):
     @property
     def is_swebench(self) -> bool:
         return self.total_instances is not None or self.harness_exit_code is not None
+
+    @property
+    def no_report(self) -> bool:
+        """SWE-bench's evaluator without a harness report (the harness crashed, or was killed)
+        writes only {harness_exit_code, predictions_path, run_id} (swebench_eval.py): a failed
+        evaluation, not a result."""
+        return self.harness_exit_code is not None and self.total_instances is None and self.accuracy is None
 
     @property
     def score(self) -> tuple[str, float] | None:
@@ -328,7 +359,6 @@ class TaskMeta(BaseModel):
     model_abbr: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
-    datasets: list[str] = Field(default_factory=list, description="dataset abbrs the config runs")
     max_out_len: int | None = None
     batch_size: int | None = None
     num_prompts: int | None = None
@@ -358,11 +388,20 @@ class HostEntry(BaseModel):
     ais_bench: str = Field("ais_bench", description="the command on the host (or in the container)")
     env: dict[str, str] = Field(default_factory=dict, description="exported by run.sh, e.g. AIS_BENCH_DATASETS_CACHE")
     tokenizer_path: str | None = Field(None, description="perf mode: the model's tokenizer dir on the host")
+    tz: str | None = Field(None, description="the host's time zone (Asia/Shanghai, +0800): AISBench names run dirs "
+                                             "in the host's local time; unset: asked of the host (`date +%z`)")
     identity_file: str | None = None
     known_hosts: str | None = None
     proxy_jump: str | None = None
     insecure_no_host_key_check: bool = False
     api_key_env: str | None = None
+
+    @field_validator("tz")
+    @classmethod
+    def _tz(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_tz(v)
+        return v
 
     @property
     def label(self) -> str:

@@ -1,15 +1,16 @@
 """Read one task dir — local or over SFTP, through the same `JobFS` — into a `TaskReading`.
 
 Only small files are read whole (results, perf JSON/CSV, task.json, exit code, pid); logs
-and predictions are read bounded. `configs/*.py` under a run dir is never read: AISBench
-dumps the whole config there, API key included.
+and predictions are read bounded. The run's dumped config (`configs/<ts>_<pid>.py`, API key
+included) is parsed for its model and dataset abbrs only (services.aisbench.runconfig): what
+the run was asked to measure, in the tool's own names.
 """
 
 from __future__ import annotations
 
 import asyncio
 import posixpath
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 import orjson
 from pydantic import BaseModel, Field, ValidationError
@@ -27,12 +28,15 @@ from services.aisbench.formats import (
     count_predictions,
     log_error,
     parse_summary_csv,
+    ts_of_dir,
 )
+from services.aisbench.runconfig import parse_run_config
 from services.transport.fs import JobFS, NotRegularFile, TooLarge
 
 SMALL = 4 * 1024 * 1024  # results, perf files, task.json
 PREDICTIONS_MAX = 64 * 1024 * 1024
 LOG_TAIL = 64 * 1024
+CONFIG_MAX = 16 * 1024 * 1024  # a dumped config of many datasets (mmlu's 57) with their prompts
 
 
 class DatasetReading(BaseModel):
@@ -53,6 +57,11 @@ class DatasetReading(BaseModel):
     def key(self) -> str:
         return f"{self.abbr}/{self.dataset}"
 
+    @property
+    def measured(self) -> bool:
+        """A results file that is a result, or a perf file."""
+        return (self.result is not None and not self.result.no_report) or self.perf is not None
+
 
 class TaskReading(BaseModel):
     task_id: str
@@ -67,6 +76,9 @@ class TaskReading(BaseModel):
     run_log_mtime: float | None = None
     runs: list[str] = Field(default_factory=list, description="run dirs under outputs/, oldest first")
     datasets: list[DatasetReading] = Field(default_factory=list)
+    config_rel: str | None = Field(None, description="the latest dumped config of the latest run")
+    planned_models: list[str] = Field(default_factory=list, description="model abbrs of the dumped config")
+    planned_datasets: list[str] = Field(default_factory=list, description="dataset abbrs of the dumped config")
     summary_rel: str | None = None
     summary_rows: list[SummaryRow] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
@@ -76,14 +88,13 @@ class TaskReading(BaseModel):
     def latest(self) -> str | None:
         return self.runs[-1] if self.runs else None
 
+    run_started_at: datetime | None = Field(None, description="the latest run dir's name, in the host's zone")
+
     @property
     def launched_at(self) -> datetime | None:
         if self.meta and self.meta.launched_at:
             return self.meta.launched_at
-        from services.aisbench.formats import ts_of_dir
-
-        ts = ts_of_dir(self.latest or "")
-        return ts.replace(tzinfo=UTC) if ts else None
+        return self.run_started_at
 
 
 async def _small(fs: JobFS, path: str, problems: list[str], rel: str, limit: int = SMALL) -> bytes | None:
@@ -119,7 +130,8 @@ async def looks_like_task_dir(fs: JobFS, path: str) -> bool:
     return "task.json" in names or "run.sh" in names or ("outputs" in names and "cfg" in names)
 
 
-async def read_task(fs: JobFS, task_dir: str, *, check_pid: bool = True) -> TaskReading:
+async def read_task(fs: JobFS, task_dir: str, *, check_pid: bool = True, tz: tzinfo = UTC) -> TaskReading:
+    """`tz`: the eval host's zone, which AISBench's run dir names are in."""
     task_id = posixpath.basename(task_dir.rstrip("/"))
     r = TaskReading(task_id=task_id, task_dir=task_dir)
     names = set(await _names(fs, task_dir))
@@ -162,6 +174,8 @@ async def read_task(fs: JobFS, task_dir: str, *, check_pid: bool = True) -> Task
     if "outputs" in names:
         r.runs = [n for n in await _names(fs, f"{task_dir}/outputs") if TS_DIR.match(n)]
     if r.latest:
+        started = ts_of_dir(r.latest, tz)
+        r.run_started_at = started.astimezone(UTC) if started else None
         await _read_run(fs, task_dir, f"outputs/{r.latest}", r, mtimes)
     r.newest_mtime = max(mtimes) if mtimes else None
     return r
@@ -196,6 +210,18 @@ async def _read_run(fs: JobFS, task_dir: str, run_rel: str, r: TaskReading, mtim
             for name in await _names(fs, f"{run}/logs/{stage}/{abbr}"):
                 if name.endswith(".out"):
                     pair(abbr, name[: -len(".out")]).files[f"{stage}_log"] = f"{run_rel}/logs/{stage}/{abbr}/{name}"
+    configs = [n for n in await _names(fs, f"{run}/configs") if n.endswith(".py")]
+    if configs:
+        # a --reuse dumps a new config beside the first; names start with the time: the last is the latest
+        rel = f"{run_rel}/configs/{configs[-1]}"
+        raw = await _small(fs, f"{task_dir}/{rel}", r.problems, rel, CONFIG_MAX)
+        if raw is not None:
+            try:
+                cfg = parse_run_config(raw.decode("utf-8", "replace"))
+            except ValueError as exc:
+                r.problems.append(f"{rel}: {exc}")
+            else:
+                r.config_rel, r.planned_models, r.planned_datasets = rel, cfg.models, cfg.datasets
     summaries = sorted(n for n in await _names(fs, f"{run}/summary") if SUMMARY_FILE.match(n))
     txts = [n for n in summaries if n.endswith(".txt")]
     if txts:
@@ -243,7 +269,7 @@ async def _read_dataset(fs: JobFS, task_dir: str, d: DatasetReading) -> None:
     raw = await load("predictions", PREDICTIONS_MAX)
     if raw is not None:
         d.predictions = count_predictions(raw)
-    if d.result is None and d.perf is None:
+    if not d.measured:
         # no figures: the logs say why (infer first: a failed inference is where it starts)
         for role in ("infer_log", "eval_log"):
             rel = d.files.get(role)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 from services.aisbench.assemble import assemble
-from services.aisbench.formats import HostEntry, TaskRow, log_error, summary_table
+from services.aisbench.formats import HostEntry, TaskRow, log_error, parse_tz, summary_table
 from services.aisbench.models import VIEW_DIR, DatasetTrial, TaskExperiment
 from services.aisbench.reading import TaskReading, looks_like_task_dir, read_task
 from services.aisbench.table import LOCAL, TableError, TaskTable
@@ -62,6 +62,7 @@ class AISBenchSource:
         self._cache: dict[str, tuple[tuple[FileStat | None, FileStat | None], TaskReading]] = {}
         self.last_good: Snapshot | None = None
         self.failing_since: datetime | None = None
+        self._tz: tzinfo | None = None
 
     # ---- Source ----------------------------------------------------------------------------
     def fs(self) -> JobFS:
@@ -117,6 +118,7 @@ class AISBenchSource:
         except TableError as exc:
             errors.append(SourceError(source=self.label, where=str(self.table.path), message=str(exc)))
             rows = {}
+        tz = await self.host_tz(errors) if names else UTC
         sem = asyncio.Semaphore(self.concurrency)
         done = [0]
         total = len(names)
@@ -127,7 +129,7 @@ class AISBenchSource:
                 st = await fs.stat(path)
                 if st is None or not st.is_dir or not await looks_like_task_dir(fs, path):
                     return None
-                reading = await self._read(path)
+                reading = await self._read(path, tz)
             done[0] += 1
             if progress:
                 progress(done[0], total, f"{self.label}: {name}")
@@ -147,14 +149,44 @@ class AISBenchSource:
         return Snapshot(source=self.label, taken_at=datetime.now(UTC), experiments=exps, errors=errors,
                         stats={"tasks": len(exps), "task_dirs": len(readings)})
 
-    async def _read(self, task_dir: str) -> TaskReading:
+    async def host_tz(self, errors: list[SourceError] | None = None) -> tzinfo:
+        """The eval host's time zone, which AISBench names run dirs in: the host entry's `tz`;
+        else this machine's for a local root; else what the host says (`date +%z`), asked once.
+        Unknown: UTC, and the scan says so."""
+        if self._tz is not None:
+            return self._tz
+        entry = self.host_entry
+        if entry is not None and entry.tz:
+            self._tz = parse_tz(entry.tz)
+        elif self.runner.host is None:
+            self._tz = datetime.now().astimezone().tzinfo or UTC
+        else:
+            why = ""
+            try:
+                res = await self.runner.run(["date", "+%z"], timeout_s=15)
+                if res.exit_code == 0:
+                    self._tz = parse_tz(res.stdout_tail.strip().splitlines()[-1])
+                else:
+                    why = (res.stderr_tail or res.error or f"exit {res.exit_code}").strip()[:200]
+            except (OSError, TimeoutError, ValueError, IndexError, SourceUnavailable) as exc:
+                why = str(exc)[:200]
+            if self._tz is None:
+                if errors is not None:
+                    errors.append(SourceError(source=self.label, where=self.where, message=(
+                        f"cannot tell the host's time zone ({why}): run dir times are read as UTC; "
+                        "set `tz` in its hosts entry")))
+                return UTC  # asked again on the next scan
+        return self._tz
+
+    async def _read(self, task_dir: str, tz: tzinfo = UTC) -> TaskReading:
         """A finished task is read again only when its exit code or run.log changed."""
         fs = self._fs
         key = (await fs.stat(f"{task_dir}/exit_code"), await fs.stat(f"{task_dir}/run.log"))
         cached = self._cache.get(task_dir)
         if cached is not None and cached[0] == key and key[0] is not None:
             return cached[1]
-        reading = await read_task(fs, task_dir, check_pid=not (self.host_entry and self.host_entry.uses_docker))
+        reading = await read_task(fs, task_dir, check_pid=not (self.host_entry and self.host_entry.uses_docker),
+                                  tz=tz)
         self._cache[task_dir] = (key, reading)
         return reading
 

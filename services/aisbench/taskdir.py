@@ -37,7 +37,6 @@ class Suite:
     variable: str
     mode: Mode
     summarizer: str  # ais_bench.benchmark.configs.summarizers.<summarizer>
-    dataset_abbrs: tuple[str, ...]
     stream: bool = False
     needs_num_prompts: bool = False
 
@@ -45,23 +44,29 @@ class Suite:
 _ACC = "example"
 _PERF = "perf.default_perf"
 
-# The suites of the runbook that run on the OpenAI-compatible API (composed configs). Agent
-# suites (SWE-bench, Terminal-Bench, tau2) use whole configs of their own and are read, not
-# launched, by evaldesk.
+# The suites of the runbook. Composed ones name a dataset config of the tool
+# (ais_bench/benchmark/configs/datasets/<module>.py) and its list variable; which datasets
+# that list holds, and their abbrs, is read back from the config the run dumps
+# (services.aisbench.runconfig), never kept here.
 SUITES: dict[str, Suite] = {s.name: s for s in (
-    Suite("gsm8k", "gsm8k.gsm8k_gen_0_shot_cot_chat_prompt", "gsm8k_datasets", "accuracy", _ACC, ("gsm8k",)),
-    Suite("mmlu", "mmlu.mmlu_gen_0_shot_cot_chat_prompt", "mmlu_datasets", "accuracy", _ACC, ()),
-    Suite("ceval", "ceval.ceval_gen_0_shot_cot_chat_prompt", "ceval_datasets", "accuracy", _ACC, ()),
-    Suite("math500", "math.math500_gen_0_shot_cot_chat_prompt", "math_datasets", "accuracy", _ACC, ("math500",)),
-    Suite("aime2024", "aime2024.aime2024_gen_0_shot_chat_prompt", "aime2024_datasets", "accuracy", _ACC,
-          ("aime2024",)),
-    Suite("gpqa", "gpqa.gpqa_gen_0_shot_cot_chat_prompt", "gpqa_datasets", "accuracy", _ACC, ()),
-    Suite("humaneval", "humaneval.humaneval_gen_0_shot", "humaneval_datasets", "accuracy", _ACC, ("humaneval",)),
-    Suite("perf_gsm8k", "gsm8k.gsm8k_gen_0_shot_cot_str_perf", "gsm8k_datasets", "perf", _PERF, ("gsm8k",),
-          stream=True),
-    Suite("perf_sharegpt", "sharegpt.sharegpt_gen", "sharegpt_datasets", "perf", _PERF, ("sharegpt",), stream=True),
-    Suite("perf_synthetic", "synthetic.synthetic_gen", "synthetic_datasets", "perf", _PERF, ("synthetic",),
-          stream=True, needs_num_prompts=True),
+    Suite("gsm8k", "gsm8k.gsm8k_gen_0_shot_cot_chat_prompt", "gsm8k_datasets", "accuracy", _ACC),
+    Suite("mmlu", "mmlu.mmlu_gen_0_shot_cot_chat_prompt", "mmlu_datasets", "accuracy", _ACC),
+    Suite("ceval", "ceval.ceval_gen_0_shot_cot_chat_prompt", "ceval_datasets", "accuracy", _ACC),
+    Suite("math500", "math.math500_gen_0_shot_cot_chat_prompt", "math_datasets", "accuracy", _ACC),
+    Suite("aime2024", "aime2024.aime2024_gen_0_shot_chat_prompt", "aime2024_datasets", "accuracy", _ACC),
+    Suite("aime2025", "aime2025.aime2025_gen_0_shot_chat_prompt", "aime2025_datasets", "accuracy", _ACC),
+    Suite("aime2026", "aime2026.aime2026_gen_0_shot_chat_prompt", "aime2026_datasets", "accuracy", _ACC),
+    Suite("gpqa", "gpqa.gpqa_gen_0_shot_cot_chat_prompt", "gpqa_datasets", "accuracy", _ACC),
+    Suite("humaneval", "humaneval.humaneval_gen_0_shot", "humaneval_datasets", "accuracy", _ACC),
+    Suite("mmlu_pro", "mmlu_pro.mmlu_pro_gen_0_shot_str", "mmlu_pro_datasets", "accuracy", _ACC),
+    Suite("longbenchv2", "longbenchv2.longbenchv2_gen", "LongBenchv2_datasets", "accuracy", _ACC),
+    Suite("livecodebench", "livecodebench.livecodebench_code_generate_lite_gen_0_shot_chat", "LCB_datasets",
+          "accuracy", _ACC),
+    Suite("mmmu", "mmmu.mmmu_gen", "mmmu_datasets", "accuracy", _ACC),
+    Suite("perf_gsm8k", "gsm8k.gsm8k_gen_0_shot_cot_str_perf", "gsm8k_datasets", "perf", _PERF, stream=True),
+    Suite("perf_sharegpt", "sharegpt.sharegpt_gen", "sharegpt_datasets", "perf", _PERF, stream=True),
+    Suite("perf_synthetic", "synthetic.synthetic_gen_string", "synthetic_datasets", "perf", _PERF, stream=True,
+          needs_num_prompts=True),
 )}
 
 # The runbook's defaults, used only when a person says "just run it": 2048 tokens, 16-way

@@ -13,7 +13,8 @@ its shapes (see tests/fixtures/aisbench, made by the real one):
 
 With the server down (or refusing the key) it logs the real `TINFER-RUNTIME-001 warmup failed`
 error, writes no results file and still exits 0 — like the real tool. AIS_BENCH_STANDIN_SLEEP=S
-keeps it running S seconds first, so a test can watch a task run.
+keeps it running S seconds first, AIS_BENCH_STANDIN_HOLD=FILE until FILE exists, so a test can
+watch a task run and change the world under it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ QUESTIONS = [
     ("James decides to run 3 sprints 3 times a week. He runs 60 meters each sprint. How many total meters does "
      "he run a week?", "540"),
 ]
+# the abbr of each dataset config's dataset, as the tool's own configs name them
+# (ais_bench/benchmark/configs/datasets/<dir>/<config>.py in ais-bench-benchmark 3.1)
+ABBRS = {"math": "math_prm800k_500", "humaneval": "openai_humaneval", "longbenchv2": "LongBenchv2",
+         "livecodebench": "lcb_code_generation"}
 RULE = "^" * 128
 END = "$" * 128
 
@@ -168,7 +173,7 @@ def main() -> int:
         print(f"[ais_bench] [ERROR] [TMAN-CFG-001] cannot read the config: {exc}", file=sys.stderr)
         return 1
     m = re.search(r"configs\.datasets\.(\w+)\.", cfg_text)
-    ds = {"math": "math500"}.get(m.group(1), m.group(1)) if m else "dataset"
+    ds = ABBRS.get(m.group(1), m.group(1)) if m else "dataset"
     abbr = field(model_text, "abbr") or "model"
     model = field(model_text, "model") or ""
     url = field(model_text, "url") or "http://localhost:8080/"
@@ -182,9 +187,17 @@ def main() -> int:
         ts = datetime.now().strftime("%Y%m%d_%H%M%S")
     run = work / ts
     (run / "configs").mkdir(parents=True, exist_ok=True)
-    (run / "configs" / f"{ts}_{os.getpid()}.py").write_text(cfg_text + "\n" + model_text)
+    # the dump's shape (mmengine Config.dump): the key is in it, as in the real one
+    (run / "configs" / f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{os.getpid()}.py").write_text(
+        f"datasets=[\n    dict(abbr={ds!r},\n        path='ais_bench/datasets/{m.group(1) if m else ds}'),\n    ]\n"
+        f"models=[\n    dict(abbr={abbr!r},\n        api_key={key!r},\n        model={model!r}),\n    ]\n"
+        f"work_dir={str(run)!r}\n")
     print(f"[ais_bench] [INFO] Current exp folder: {run}", flush=True)
     time.sleep(float(os.environ.get("AIS_BENCH_STANDIN_SLEEP") or 0))
+    hold = os.environ.get("AIS_BENCH_STANDIN_HOLD")
+    deadline = time.monotonic() + 120
+    while hold and not Path(hold).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # a test says when to go on (a sleep races a loaded machine)
     questions = QUESTIONS[: args.num_prompts] if args.num_prompts else QUESTIONS
     answers: list[tuple[str, str, float, float]] = []
     t0 = time.perf_counter()

@@ -136,17 +136,88 @@ async def test_a_nonzero_exit_code_fails_even_with_results(root: Path) -> None:
     assert exp.state == State.failed and exp.task.reason == "ais_bench exited with code 3"
 
 
+def add_dataset_to_dump(task: Path, abbr: str, path: str) -> None:
+    """One more dataset in the run's dumped config, as mmengine's Config.dump writes it."""
+    [dump] = task.glob("outputs/*/configs/*.py")
+    text = dump.read_text()
+    assert "\ndatasets=[\n" in text
+    dump.write_text(text.replace("\ndatasets=[\n", f"\ndatasets=[\n    dict(abbr='{abbr}',\n        path='{path}',\n"
+                                 "        type='ais_bench.benchmark.datasets.math.MATHDataset'),\n", 1))
+
+
 async def test_exit_0_with_one_of_two_datasets_missing_is_failed(root: Path) -> None:
     task = root / "gsm8k-accuracy"
+    add_dataset_to_dump(task, "math_prm800k_500", "ais_bench/datasets/math")
     run = next((task / "outputs").iterdir())
     logs = run / "logs" / "infer" / "fake-model"
     shutil.copy(root / "gsm8k-server-down" / next((root / "gsm8k-server-down" / "outputs").iterdir()).relative_to(
-        root / "gsm8k-server-down") / "logs/infer/fake-model/gsm8k.out", logs / "math500.out")
+        root / "gsm8k-server-down") / "logs/infer/fake-model/gsm8k.out", logs / "math_prm800k_500.out")
     exp = (await scan(root))["gsm8k-accuracy"]
     assert exp.state == State.failed
     assert exp.task.reason is not None and exp.task.reason.startswith(
-        "exited 0 but 1 of 2 datasets have no results file (math500)")
+        "exited 0 but 1 of 2 datasets have no results file (math_prm800k_500)")
     assert (exp.counts.valid, exp.counts.errored, exp.counts.expected) == (1, 1, 2)
+
+
+async def test_a_dataset_the_dumped_config_names_without_any_file_is_missing(root: Path) -> None:
+    # not a log, not a prediction: only the config says the run was to measure it
+    add_dataset_to_dump(root / "gsm8k-accuracy", "openai_humaneval", "ais_bench/datasets/humaneval")
+    exp = (await scan(root))["gsm8k-accuracy"]
+    assert exp.state == State.failed and "(openai_humaneval)" in str(exp.task.reason)
+    assert sorted(t.trial_name for t in exp.trials) == ["fake-model/gsm8k", "fake-model/openai_humaneval"]
+
+
+async def test_a_math500_run_is_finished_under_the_tools_own_abbr(root: Path) -> None:
+    # the suite is math500; AISBench names its dataset math_prm800k_500
+    # (configs/datasets/math/math500_gen_0_shot_cot_chat_prompt.py): its results file is that name
+    task = root / "gsm8k-accuracy"
+    meta = json.loads((task / "task.json").read_text())
+    meta["suite"] = "math500"
+    (task / "task.json").write_text(json.dumps(meta))
+    [dump] = task.glob("outputs/*/configs/*.py")
+    dump.write_text(dump.read_text().replace("abbr='gsm8k'", "abbr='math_prm800k_500'"))
+    for f in list((task / "outputs").rglob("fake-model/gsm8k.*")):
+        f.rename(f.with_name("math_prm800k_500" + f.suffix))
+    exp = (await scan(root))["gsm8k-accuracy"]
+    assert exp.state == State.finished, exp.task.reason
+    assert [t.trial_name for t in exp.trials] == ["fake-model/math_prm800k_500"]
+    assert (exp.counts.valid, exp.counts.expected) == (1, 1)
+
+
+async def test_the_dumped_config_is_parsed_not_run_and_its_key_kept_nowhere(root: Path) -> None:
+    task = root / "gsm8k-accuracy"
+    [dump] = task.glob("outputs/*/configs/*.py")
+    marker = root / "ran"
+    dump.write_text(dump.read_text().replace("api_key=''", "api_key='sk-secret-in-dump'")
+                    + f"\nimport pathlib; pathlib.Path({str(marker)!r}).write_text('x')\n")
+    snap = await source(root).scan()
+    exp = next(e for e in snap.experiments if e.id == "gsm8k-accuracy")
+    assert exp.state == State.finished and not marker.exists()
+    assert "sk-secret-in-dump" not in exp.model_dump_json() and "sk-secret-in-dump" not in snap.model_dump_json()
+    dump.write_text("datasets=[dict(abbr='gsm8k'")  # torn
+    snap = await source(root).scan()
+    assert any("not a config AISBench dumps" in e.message for e in snap.errors)
+
+
+async def test_a_swebench_results_file_without_the_harness_report_is_a_failed_eval(root: Path) -> None:
+    # swebench_eval.py with no harness report writes only these three keys (and may say exit 0)
+    task = root / "swe-bench-verified-mini"
+    [result] = task.glob("outputs/*/results/fake-model/*.json")
+    full = json.loads(result.read_text())
+    for code in (1, 0):
+        result.write_text(json.dumps({"harness_exit_code": code, "predictions_path": full["predictions_path"],
+                                      "run_id": full["run_id"]}, indent=2))
+        exp = (await scan(root))["swe-bench-verified-mini"]
+        t = only_trial(exp)
+        assert exp.state == State.failed and t.status == TrialStatus.errored
+        assert (exp.counts.valid, exp.counts.errored, exp.score) == (0, 1, None)
+        assert t.exception_type == "HarnessReportMissing" and f"harness exit code {code}" in str(t.exception_message)
+        assert str(exp.task.reason).startswith("exited 0 without a SWE-bench harness report")
+        report = audit_experiment(exp, now=NOW)
+        assert report.verdict != "finalize" and report.check("results_file").status.value == "fail"
+    result.write_text(json.dumps(full))  # the report merged in: a result
+    exp = (await scan(root))["swe-bench-verified-mini"]
+    assert exp.state == State.finished and only_trial(exp).swebench["resolved"] == 4
 
 
 async def test_an_unreadable_results_file_is_a_problem_not_a_crash(root: Path) -> None:
@@ -178,7 +249,7 @@ async def test_rows_of_the_task_table_give_the_other_states(root: Path) -> None:
     assert exps["stuck"].task.reason == ("preflight failed at 'source dir present': no AISBench source dir /opt/x "
                                          "on h")
     assert "max-out-len and batch-size not given" in str(exps["asked"].task.reason)
-    assert exps["asked"].counts.expected == 1  # gsm8k is one dataset
+    assert exps["asked"].counts.expected is None  # the datasets are known from the run's own dumped config
     report = audit_experiment(exps["stuck"], now=NOW)
     assert report.check("preflight").status.value == "fail" and report.verdict == "investigate"
     assert audit_experiment(exps["asked"], now=NOW).check("params").remediation == "aisbench_launch"

@@ -177,7 +177,8 @@ async def test_exit_0_without_results_is_failed_then_resume_finishes_it(host: Ev
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     h = host
     url = h.model.base_url
-    monkeypatch.setenv("AIS_BENCH_STANDIN_SLEEP", "2")  # long enough to take the model server down under it
+    hold = h.tmp / "go-on"
+    monkeypatch.setenv("AIS_BENCH_STANDIN_HOLD", str(hold))  # it runs until the model server is down
     p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "gsm8k", "--model", "fake-model",
                          "--api-base", url, "--api-key-env", KEY_ENV, "--task-id", "t2", "--max-out-len", "2048",
                          "--batch-size", "4", "--apply", "--format", "json")
@@ -185,6 +186,7 @@ async def test_exit_0_without_results_is_failed_then_resume_finishes_it(host: Ev
     p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
     assert json.loads(p.stdout)["experiments"][0]["state"] == "running"
     h.model.stop()
+    hold.write_text("")
     assert await h.wait_exit_code("t2") == "0"  # AISBench's own habit: exit 0 with nothing measured
     p = await h.evaldesk("--batch", "audit", "aisbench+ssh://eval-a", "--format", "json")
     [report] = json.loads(p.stdout)["experiments"]
@@ -204,7 +206,6 @@ async def test_exit_0_without_results_is_failed_then_resume_finishes_it(host: Ev
     # the server is back: resume carries on from the same run dir (--reuse) and finishes
     run_dirs = sorted(p.name for p in (h.task_root / "t2" / "outputs").iterdir())
     h.model = FakeOpenAI(api_key=KEY, port=h.model.port, models_need_key=False).start()
-    monkeypatch.setenv("AIS_BENCH_STANDIN_SLEEP", "0")
     p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "t2", "--apply", "--format", "json")
     out = json.loads(p.stdout)
     assert p.returncode == 0 and out["status"] == "running", (p.stdout, p.stderr)
