@@ -95,6 +95,22 @@ class SourceConfig(BaseModel):
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
+class StoreConfig(BaseModel):
+    """Harbor job dirs in an object store (`[[stores]]`): `gs://bucket/prefix` or
+    `s3://bucket/prefix`. Credentials are the client library's own (ADC, the AWS chain)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="gs://bucket/prefix or s3://bucket/prefix: one job, or a prefix of jobs")
+    name: str | None = None
+    endpoint: str | None = Field(None, description="a GCS- or S3-compatible endpoint; default: the library's "
+                                 "(STORAGE_EMULATOR_HOST, AWS_ENDPOINT_URL, or the cloud's own)")
+    region: str | None = None
+    project: str | None = None
+    poll_interval_s: float | None = None
+    commands: CommandConfig | None = Field(None, description="resume: e.g. the launcher with the same --job_name")
+
+
 class LeaderboardTables(BaseModel):
     """Table names on the leaderboard (DESIGN 8's defaults)."""
 
@@ -200,6 +216,7 @@ class Config(BaseModel):
 
     sources: list[SourceConfig] = Field(default_factory=list)
     hosts: list[HostConfig] = Field(default_factory=list)
+    stores: list[StoreConfig] = Field(default_factory=list)
     read_only: bool = False
     scan_cache: bool = Field(
         True, description="keep parsed trials in $XDG_CACHE_HOME/evaldesk (--no-cache)")

@@ -27,6 +27,7 @@ BACKENDS: tuple[tuple[str, str], ...] = (
     ("csbench", "services.csbench.backend"),
     ("aisbench", "services.aisbench.backend"),
     ("rock", "services.rock.backend"),
+    ("objectstore", "services.objectstore.backend"),
 )
 
 
