@@ -1,14 +1,21 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+# rl-rock's venv is read from the user's cache (tests/support/rock_cli.py): found before HOME moves
+os.environ.setdefault("ROCK_VENV", str(Path.home() / ".cache" / "evaldesk" / "venvs" / "rock"))
 
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep config, state (the journal) and data out of the real home; ignore the caller's EVALDESK_*."""
+    """Keep config, state (the journal), data and everything else under ~ out of the real home;
+    ignore the caller's EVALDESK_*."""
     base = tmp_path_factory.mktemp("xdg")
+    (base / "home").mkdir()
+    monkeypatch.setenv("HOME", str(base / "home"))
     for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         monkeypatch.setenv(var, str(base / var.lower()))
     for var in [v for v in os.environ if v.startswith("EVALDESK_")]:

@@ -38,12 +38,20 @@ def ci_tree(tmp_path: Path, *, services: str = "exit 0", slurm: str = "", pytest
                 f'case "$*" in *pytest*) exit {pytest_rc};; esac\nexit 0\n')
     for tool in ("ruff", "mypy"):
         _executable(bin_dir / tool, f'echo "{tool} $*" >>{calls}\n')
+    # a home of the test's own, where an earlier run left rl-rock's venv (a stand-in that has it)
+    _rock_venv(tmp_path / "home" / ".cache" / "evaldesk" / "venvs" / "rock", calls)
     return tree, calls
 
 
+def _rock_venv(venv: Path, calls: Path) -> None:
+    (venv / "bin").mkdir(parents=True)
+    _executable(venv / "bin" / "python", f'echo "rock_python $*" >>{calls}\n')
+
+
 def run_ci(tree: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "ROCK_VENV")}
     env["PATH"] = f"{tmp_path / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["HOME"] = str(tmp_path / "home")
     return subprocess.run(["bash", str(tree / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -53,10 +61,26 @@ def test_ci_runs_every_step_then_the_readme_command_with_ci_set(tmp_path: Path) 
     assert p.returncode == 0, p.stderr
     lines = calls.read_text().splitlines()
     assert lines[0] == "ci_services "
-    assert [ln.split()[0] for ln in lines] == ["ci_services", "python", "ruff", "mypy", "slurm_up", "python",
-                                               "slurm_up"]
+    assert [ln.split()[0] for ln in lines] == ["ci_services", "python", "rock_python", "ruff", "mypy", "slurm_up",
+                                               "python", "slurm_up"]
     assert lines[-2] == "python -m pytest -q -n 3 --dist loadfile CI=true SLURM_CONF=/tmp/x/slurm.conf"
     assert lines[-1] == "slurm_up --stop /tmp/x"  # stopped on the way out
+
+
+def test_ci_on_a_fresh_home_makes_the_rock_venv_there(tmp_path: Path) -> None:
+    """No rl-rock venv yet: `.ci/run` creates it under $HOME (here the test's own) and installs rl-rock."""
+    tree, calls = ci_tree(tmp_path)
+    venv = tmp_path / "home" / ".cache" / "evaldesk" / "venvs" / "rock"
+    shutil.rmtree(venv)
+    # the stand-in python makes a venv whose pip records what it installs
+    _executable(tmp_path / "bin" / "python", f'echo "python $*" >>{calls}\n'
+                'if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin"; '
+                f'printf \'#!/bin/sh\\necho "rock_pip $*" >>{calls}\\n\' >"$3/bin/pip"; chmod +x "$3/bin/pip"; fi\n')
+    p = run_ci(tree, tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = calls.read_text().splitlines()
+    assert f"python -m venv {venv}" in lines
+    assert "rock_pip install -q rl-rock==1.11.0" in lines
 
 
 def test_ci_fails_when_installing_the_services_fails(tmp_path: Path) -> None:
@@ -115,3 +139,9 @@ def test_a_missing_service_skips_locally_and_fails_under_ci(tmp_path: Path, ci: 
     assert (p.returncode != 0) == bool(ci)
     if ci:
         assert "CI is set" in p.stdout
+
+
+def test_tests_run_in_a_home_of_their_own(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Nothing a test writes under ~ lands in the user's home (tests/conftest.py moves HOME)."""
+    home = Path.home().resolve()
+    assert home.is_relative_to(tmp_path_factory.getbasetemp().resolve()), home

@@ -62,6 +62,7 @@ from tui.messages import (
     WriteDone,
 )
 from tui.palette import EvaldeskCommands
+from tui.wording import source_problem
 from tui.write_recovery import RecoveryFlow, guarded
 from widgets.ids import shorten
 
@@ -472,7 +473,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             sig = (err.source, err.where, err.message)
             if sig not in self._seen_source_errors:
                 self._seen_source_errors.add(sig)
-                self.record("warning", err.source, f"{err.where}: {err.message}")
+                self.record("warning", err.source, f"{err.where}: {source_problem(err.message)}")
         for warning in message.warnings:
             # every firing goes to the log (L); a toast only the first time a rule holds for an
             # experiment, short, in the corner, and never over a dialog

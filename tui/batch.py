@@ -107,10 +107,12 @@ def say(err: IO[str], message: str) -> None:
 
 
 def cell(value: object) -> Text:
-    """A table cell from data read off a job dir: escaped, and never read as Rich markup."""
+    """A table cell from data read off a job dir: escaped, capped, and never read as Rich markup."""
     from rich.text import Text
 
-    return Text(term_safe(value))
+    from tui.batch_table import capped
+
+    return Text(capped(value))
 
 
 def report_json(r: AuditReport) -> dict[str, Any]:
@@ -295,8 +297,10 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
     snaps, sources = await _scan_all(args.sources, config, progress, _FOLLOWS.get(cmd, ()))
     try:
         problems = [e for s in snaps for e in s.errors]
+        from tui.wording import source_problem
+
         for e in problems:
-            say(err, f"{e.where}: {e.message}")
+            say(err, f"{e.where}: {source_problem(e.message)}")
         exps = [(src, e) for src, s in zip(sources, snaps, strict=True) for e in s.experiments]
         if not exps:
             return EXIT_USAGE
@@ -352,18 +356,45 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
         for row in rows:
             out.write(_dump(row) + "\n")
     else:
-        t = _table(title=f"{len(rows)} experiment(s)", title_justify="left", expand=False)
-        for col in ("id", "benchmark", "model", "state", "valid/exp", "score", "err%", "verdict", "age"):
-            t.add_column(col, overflow="fold")
-        for (_, e), row in zip(exps, rows, strict=True):
-            err_frac = row["error_fraction"]
-            t.add_row(cell(e.id), cell(e.benchmark or "-"), cell(e.model or "-"), e.state.value,
-                      f"{e.counts.valid}/{e.counts.expected or '?'}",
-                      "-" if e.score is None else f"{e.score:.3f}",
-                      _pct(err_frac if isinstance(err_frac, float) else None),
-                      str(row["verdict"]), _age(e.updated_at or e.started_at, now))
-        console.print(t)
+        _list_table(args, exps, rows, now, out)
     return worst
+
+
+def _list_table(args: Any, exps: list[tuple[Source, Experiment]], rows: list[dict[str, Any]], now: datetime,
+                out: IO[str]) -> None:
+    from tui.batch_table import Column, column_widths, print_rows, terminal_width
+    from widgets.ids import run_labels
+
+    width = terminal_width(out)
+    # on a terminal under 120 columns the run's label carries its benchmark and model
+    narrow = width is not None and width < 120 and not args.wide
+    several = len({r["source"] for r in rows}) > 1
+    names = (["source"] if several or width is None else []) + ["id"] + ([] if narrow else ["benchmark", "model"])
+    stats = ["state", "valid/exp", "score", "err%", "verdict", "age"]
+    table: list[list[str]] = []
+    for (_, e), row in zip(exps, rows, strict=True):
+        err_frac = row["error_fraction"]
+        model = e.model or "-"
+        values = {"source": row["source"], "id": e.id, "benchmark": e.benchmark or "-",
+                  "model": model if width is None else model.split("/")[-1]}
+        table.append([values[n] for n in names] + [
+            e.state.value, f"{e.counts.valid}/{e.counts.expected or '?'}",
+            "-" if e.score is None else f"{e.score:.3f}",
+            _pct(err_frac if isinstance(err_frac, float) else None), str(row["verdict"]),
+            _age(e.updated_at or e.started_at, now)])
+    columns = [Column(n, flexible=n in ("source", "id", "benchmark", "model"), weight=3 if n == "id" else 1)
+               for n in names]
+    columns += [Column(n, justify="right" if n in ("score", "err%", "age") else "left") for n in stats]
+    if width is not None and not args.wide:
+        i = names.index("id")
+        # the run's label may take the width the others leave (not its full id's)
+        safe = [[term_safe(v) for v in r] for r in table]
+        room = column_widths(columns, safe, width)[i]
+        labels = run_labels([(term_safe(e.id), e.benchmark_from_dir, e.model) for _, e in exps],
+                            room)
+        for r, label in zip(table, labels, strict=True):
+            r[i] = label
+    print_rows(out, f"{len(rows)} experiment(s)", columns, table, wide=args.wide)
 
 
 async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]], fmt: str,
@@ -378,19 +409,25 @@ async def _audit(args: Any, config: Config, exps: list[tuple[Source, Experiment]
         for r in reports:
             out.write(_dump(report_json(r)) + "\n")
     else:
-        for r in reports:
-            t = _table(title=cell(f"{r.id}  verdict: {r.verdict.upper()}"), title_justify="left", expand=False)
-            t.add_column("", no_wrap=True)
-            t.add_column("check", no_wrap=True)
-            t.add_column("evidence", overflow="fold")
-            t.add_column("action", overflow="fold")
-            for c in r.checks:
-                t.add_row(ICON[c.status], cell(c.title), cell(c.evidence), cell(c.action or ""))
-            console.print(t)
-            for n in r.notes:
-                console.print(cell(f"  note: {n}"), highlight=False)
-            console.print()
+        _audit_table(args, reports, out)
     return worst
+
+
+def _audit_table(args: Any, reports: list[AuditReport], out: IO[str]) -> None:
+    from tui.batch_table import Column, print_rows, terminal_width
+
+    checks = [Column(""), Column("check"), Column("evidence", flexible=True), Column("action", flexible=True)]
+    if terminal_width(out) is None:
+        rows = [[r.id, r.verdict.upper(), ICON[c.status], c.title, c.evidence, c.action or ""]
+                for r in reports for c in r.checks]
+        rows += [[r.id, r.verdict.upper(), "note", "", n, ""] for r in reports for n in r.notes]
+        print_rows(out, "", [Column("experiment"), Column("verdict"), *checks], rows)
+        return
+    for r in reports:
+        rows = [[ICON[c.status], c.title, c.evidence, c.action or ""] for c in r.checks]
+        rows += [["", "note", n, ""] for n in r.notes]
+        print_rows(out, f"{r.id}  verdict: {r.verdict.upper()}", checks, rows, wide=args.wide)
+        out.write("\n")
 
 
 def _match_trial(t: Trial, args: Any) -> bool:
@@ -420,16 +457,14 @@ async def _trials(args: Any, config: Config, exps: list[tuple[Source, Experiment
         for e, t in selected:
             out.write(_dump(trial_json(e, t)) + "\n")
     else:
-        tb = _table(title=f"{len(selected)} trial attempt(s)", title_justify="left", expand=False)
-        for col in ("experiment", "task", "trial", "#", "reward", "status", "exception", "class", "dur"):
-            tb.add_column(col, overflow="fold")
-        for e, t in selected:
-            dur = t.duration_s
-            tb.add_row(cell(term_safe(e.id)[:28]), cell(t.task_name), cell(t.trial_name), str(t.attempt),
-                       "-" if t.reward is None else f"{t.reward:g}", t.status.value + (" (copy)" if t.copy_of else ""),
-                       cell(t.exception_type or _no_exception_label(t)), cell(t.failure_class or ""),
-                       "-" if dur is None else f"{dur:.0f}s")
-        console.print(tb)
+        from tui.batch_table import Column, print_rows
+
+        names = ("experiment", "task", "trial", "#", "reward", "status", "exception", "class", "dur")
+        rows = [[e.id, t.task_name, t.trial_name, str(t.attempt), "-" if t.reward is None else f"{t.reward:g}",
+                 t.status.value + (" (copy)" if t.copy_of else ""), t.exception_type or _no_exception_label(t),
+                 t.failure_class or "", "-" if t.duration_s is None else f"{t.duration_s:.0f}s"] for e, t in selected]
+        columns = [Column(n, flexible=n in ("experiment", "task", "trial", "exception")) for n in names]
+        print_rows(out, f"{len(selected)} trial attempt(s)", columns, rows, wide=args.wide)
     return EXIT_OK
 
 

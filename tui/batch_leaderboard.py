@@ -198,6 +198,17 @@ def _brief(value: Any, other: Any = None) -> str:
     return json.dumps(value, default=str)
 
 
+def summary(value: Any, other: Any = None, shown: int = 2) -> str:
+    """A journal row's before or after in a few words: what `_brief` says of its first items,
+    then how many more (a resume's before lists every trial it moved)."""
+    if isinstance(value, list) and len(value) > shown:
+        one = other if isinstance(other, list) and len(other) == 1 else None
+        return f"{len(value)}: {_brief(value[:shown], one)}; … +{len(value) - shown}"
+    if isinstance(value, dict) and len(value) > 4:
+        return f"{len(value)} fields: " + ", ".join(list(value)[:4]) + ", …"
+    return _brief(value, other)
+
+
 def _target(row: dict[str, Any]) -> str:
     return str(row["target"])
 
@@ -220,17 +231,16 @@ def run_journal(args: Any, config: Config, fmt: str, console: Console, out: IO[s
         for r in rows:
             out.write(_dump(r) + "\n")
     else:
-        from rich.table import Table
+        from tui.batch_table import Column, print_rows
 
-        t = Table(title=f"{len(rows)} write(s), newest first", title_justify="left", expand=False)
-        for col in ("when", "user", "action", "target", "before", "after", "record"):
-            t.add_column(col, overflow="fold")
+        table = []
         for r in rows:
             what = f"{r['action']}:{r['event'] or ''}" + (f" {r['op']}" if r.get("op") else "")
-            t.add_row(*(term_safe(c) for c in (r["at"][:19], r["user"], what, redact(_target(r)),
-                                                  redact(_brief(r["before"], r["after"])),
-                                                  redact(_brief(r["after"], r["before"])), str(r["record"] or ""))))
-        console.print(t)
+            table.append([r["at"][:19], r["user"], what, redact(_target(r)), redact(summary(r["before"], r["after"])),
+                          redact(summary(r["after"], r["before"])), str(r["record"] or "")])
+        columns = [Column(n, flexible=n in ("target", "before", "after"))
+                   for n in ("when", "user", "action", "target", "before", "after", "record")]
+        print_rows(out, f"{len(rows)} write(s), newest first", columns, table, wide=args.wide)
     return EXIT_OK
 
 

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run headless: " + ", ".join(BATCH_COMMANDS))
     p.add_argument("--format", choices=("table", "json", "jsonl", "html"),
                    help="batch output (default: table on a terminal, json otherwise; report: html or json)")
+    p.add_argument("--wide", action="store_true",
+                   help="table on a terminal: every column, every cell whole (default: fit the terminal)")
     p.add_argument("-o", "--output", metavar="FILE", help="report: write the report to FILE (default stdout)")
     p.add_argument("--progress", choices=("none", "text", "json", "sm"),
                    help="batch progress on stderr; sm: __SM_PROGRESS__=<json> lines and one final JSON with ok")

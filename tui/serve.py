@@ -19,12 +19,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--public-url", default=None, help="the URL people open, when it is not http://HOST:PORT")
+    # the console's own: passed on to each tab's console (so are its other options, see evaldesk --help)
+    p.add_argument("--read-only", action="store_true", help="the served console never writes")
+    p.add_argument("sources", nargs="*", metavar="SOURCE",
+                   help="what the console opens: a Harbor job dir, a folder of job dirs, ssh://[user@]host[:port]/path")
     return p
 
 
 def serve(argv: list[str]) -> int:
     """`evaldesk serve [--host H] [--port N] [console options and SOURCEs…]`."""
-    args, console_argv = build_parser().parse_known_args(argv)
+    args, rest = build_parser().parse_known_intermixed_args(argv)
+    console_argv = ["--read-only"] * args.read_only + rest + args.sources
     try:
         from textual_serve.server import Server
     except ImportError:

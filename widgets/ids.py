@@ -70,3 +70,97 @@ def distinguishing(ids: Sequence[str], width: int, min_affix: int = 3) -> list[s
         # cutting at the end made rows collide: show their ends instead
         out = [m if len(m) <= width else ELLIPSIS + m[-(width - 1):] for m in middles]
     return out
+
+
+# ---- runs: <benchmark>_<model>_<timestamp> ------------------------------------------------------
+
+_STAMP = re.compile(r"[_-]?(\d{4})-(\d{2})-(\d{2})(?:__(\d{2})-(\d{2})-(\d{2}))?$")
+
+
+def abbreviate(name: str) -> str:
+    """`terminal_bench_2` → `tb2`, `swebench-verified-random-100` → `svr100`: each word's first
+    letter, numbers whole — short, and still the benchmark to anyone who runs it."""
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", name) if w]
+    if len(words) < 2:
+        return name
+    return "".join(w[0] + w[1:].lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") for w in words)
+
+
+def _run_parts(run_id: str, benchmark: str | None, model: str | None) -> tuple[str, str, str, str] | None:
+    """(benchmark, model part, date, time) of a Harbor-style run id, or None for any other id."""
+    stamp = _STAMP.search(run_id)
+    if not benchmark or not run_id.startswith(benchmark) or stamp is None:
+        return None
+    middle = _strip_separators(run_id[len(benchmark):stamp.start()])
+    # the model's org is often repeated in the dir (`laion-Qwen3-…` for hosted_vllm/laion/Qwen3-…)
+    for org in (model or "").split("/")[:-1]:
+        if org and middle.startswith(org + "-") and len(middle) > len(org) + 1:
+            middle = middle[len(org) + 1:]
+    _y, mo, d, h, mi, _s = stamp.groups()
+    return benchmark, middle, f"{mo}-{d}", f"{h}:{mi}" if h else ""
+
+
+def run_labels(runs: Sequence[tuple[str, str | None, str | None]], width: int) -> list[str]:
+    """A label of at most `width` cells for each run (id, benchmark prefix, model) that keeps
+    what tells runs apart: the benchmark, the model and the date (the time too where two runs
+    share a date). The one rule for the console's list and the batch tables; an id of another
+    shape (AISBench tasks, Rock experiments) keeps the part that differs (`distinguishing`)."""
+    parts = [_run_parts(i, b, m) for i, b, m in runs]
+    ids = [i for i, _, _ in runs]
+    if all(len(i) <= width for i in ids):
+        return list(ids)
+    out = [""] * len(ids)
+    other = [n for n, p in enumerate(parts) if p is None]
+    for n, label in zip(other, distinguishing([ids[n] for n in other], width), strict=True):
+        out[n] = label
+    shaped = [(n, p) for n, p in enumerate(parts) if p is not None]
+    days: dict[tuple[str, str, str], int] = {}
+    for _, (b, m, day, _t) in shaped:
+        days[(b, m, day)] = days.get((b, m, day), 0) + 1
+    for n, (bench, middle, day, hm) in shaped:
+        when = f"{day} {hm}" if hm and days[(bench, middle, day)] > 1 else day
+        for b in (bench, abbreviate(bench)):
+            label = f"{b} {middle} {when}"
+            if len(label) <= width:
+                break
+        else:
+            b = abbreviate(bench)
+            room = width - len(b) - len(when) - 2
+            if room >= 4:
+                label = f"{b} {shorten(middle, room)} {when}"
+            elif width - len(when) - 1 >= 4:
+                label = f"{shorten(middle, width - len(when) - 1)} {when}"
+            else:
+                label = shorten(f"{middle} {when}", width)
+        out[n] = label
+    groups: dict[str, list[int]] = {}
+    for n, label in enumerate(out):
+        groups.setdefault(label, []).append(n)
+    for members in groups.values():
+        if len(members) > 1 and len({ids[n] for n in members}) > 1:
+            # the rule made these rows read alike: show the parts of their ids that differ
+            for n, label in zip(members, distinguishing([ids[n] for n in members], width), strict=True):
+                out[n] = label
+    return out
+
+
+def trial_label(name: str, width: int) -> str:
+    """A trial's name at most `width` cells with its task always in it: `<task>__<suffix>` loses
+    the repeated owner of a SWE-bench task (`scikit-learn__scikit-learn-26104` →
+    `scikit-learn-26104`), then the suffix's tail, then the task's front — never the task's end."""
+    if len(name) <= width:
+        return name
+    task, sep, suffix = name.rpartition("__")
+    if not sep:
+        return ELLIPSIS + name[-(width - 1):] if width > 1 else shorten(name, width)
+    owner, sep2, repo = task.partition("__")
+    if sep2 and repo.startswith(owner):
+        task = repo
+    for suf in (suffix, suffix[:4]):
+        label = f"{task}__{suf}"
+        if len(label) <= width:
+            return label
+    room = width - len(suffix[:4]) - 2
+    if room >= 4:
+        return f"{ELLIPSIS}{task[-(room - 1):]}__{suffix[:4]}"
+    return ELLIPSIS + task[-(width - 1):] if width > 1 else shorten(task, width)

@@ -311,7 +311,7 @@ def test_file_instead_of_dir_and_empty_folder(tmp_path: Path, capsys: pytest.Cap
     empty = tmp_path / "empty"
     empty.mkdir()
     code, out, err = run_main(capsys, "--batch", "audit", str(empty))
-    assert code == 2 and "no Harbor job dirs" in err
+    assert code == 2 and "no Harbor job dir, AISBench task root" in err and "Rock" in err and "csbench" in err
 
 
 def test_batch_without_source_or_config(capsys: pytest.CaptureFixture[str]) -> None:

@@ -72,3 +72,14 @@ async def test_serve_shows_the_experiments_table_in_chromium(
             server.wait(15)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def test_serve_help_lists_read_only_and_source_and_passes_them_on() -> None:
+    p = subprocess.run([sys.executable, "-m", "tui.cli", "serve", "--help"], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert p.returncode == 0
+    assert "--read-only" in p.stdout and "SOURCE" in p.stdout
+    from tui.serve import build_parser
+
+    args, rest = build_parser().parse_known_intermixed_args(["--port", "9", "/a", "--no-cache", "--read-only"])
+    assert (args.port, args.read_only, args.sources, rest) == (9, True, ["/a"], ["--no-cache"])
