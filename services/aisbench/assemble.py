@@ -164,6 +164,7 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
     info = exp.task
     info.exit_code = r.exit_code
     info.alive = r.alive
+    info.pid = r.pid
     info.run = r.latest
     info.runs = len(r.runs)
     info.summary_rel = r.summary_rel

@@ -218,6 +218,39 @@ async def test_exit_0_without_results_is_failed_then_resume_finishes_it(host: Ev
     no_key_here(h)
 
 
+async def test_a_failed_perf_task_resumes_by_measuring_again(host: EvalHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = host
+    url = h.model.base_url
+    hold = h.tmp / "go-on"
+    monkeypatch.setenv("AIS_BENCH_STANDIN_HOLD", str(hold))
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "perf_gsm8k", "--model",
+                         "fake-model", "--api-base", url, "--api-key-env", KEY_ENV, "--task-id", "p1",
+                         "--max-out-len", "512", "--batch-size", "4", "--apply", "--format", "json")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    h.model.stop()
+    hold.write_text("")
+    assert await h.wait_exit_code("p1") == "0"
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+    assert json.loads(p.stdout)["experiments"][0]["state"] == "failed"
+    [first] = sorted(d.name for d in (h.task_root / "p1" / "outputs").iterdir())
+
+    h.model = FakeOpenAI(api_key=KEY, port=h.model.port, models_need_key=False).start()
+    await asyncio.sleep(1.1)  # run dirs are named by the second
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "p1", "--format", "json")
+    out = json.loads(p.stdout)
+    assert "measures again" in "\n".join(out["preview"]) and "--reuse" not in out["command"], out
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "p1", "--apply", "--format", "json")
+    out = json.loads(p.stdout)
+    assert p.returncode == 0 and out["status"] == "running", (p.stdout, p.stderr)
+    assert out["command"] == ["setsid", "-f", "nohup", "bash", f"{h.task_root}/p1/run.sh"]  # no --reuse
+    assert await h.wait_exit_code("p1") == "0"
+    runs = sorted(d.name for d in (h.task_root / "p1" / "outputs").iterdir())
+    assert runs[0] == first and len(runs) == 2  # a new run, measured
+    assert list((h.task_root / "p1" / "outputs" / runs[1] / "performances" / "fake-model").glob("gsm8k.json"))
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+    assert json.loads(p.stdout)["experiments"][0]["state"] == "finished"
+
+
 async def test_preflight_failure_is_blocked_and_named(host: EvalHost) -> None:
     h = host
     p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "gsm8k", "--model", "fake-model",
