@@ -12,9 +12,10 @@ the host and start run.sh detached:
     5. setsid -f nohup bash <task dir>/run.sh                     (host mode), or
        docker exec -d ais-bench-eval-<id> bash <task dir>/run.sh (docker mode)
 
-**Resume** (a `failed` task evaldesk launched): the old exit code is moved aside (undoable),
-then run.sh starts again with `--reuse <latest run>`, so AISBench carries on from the
-predictions it already has.
+**Resume** (a `failed` task evaldesk launched): the last attempt's exit code and pid are kept
+under `attempts/<record>/`, then run.sh starts again — with `--reuse <latest run>` for accuracy
+and agent runs, so AISBench carries on from the predictions it already has; a perf run measures
+again in a new run dir (in perf mode `--reuse` only reloads the old run's metrics).
 
 A plan whose preflight failed is `blocked` (it previews, it never applies); a launch without
 max-out-len or batch size asks for them first (`inputs_for`), with the runbook's guidance.
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 import secrets
 from datetime import UTC, datetime
 from typing import Any
@@ -314,15 +314,23 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
     pf = await run_preflight(src.runner, host, src.task_root, api_base, model)
     if row is not None:
         row = await _remember(src, row, pf, now)
-    extra = ["--reuse", task.task.run] if task.task.run else []
+    # in perf mode `--reuse` skips inference and only reloads the broken run's metrics
+    # (ais_bench/benchmark/cli/task_manager.py → perf_viz): a perf resume measures again
+    perf = task.task.mode == "perf"
+    extra = ["--reuse", task.task.run] if task.task.run and not perf else []
     detach = detach_argv(host, task.id, p["dir"], extra)
     blocked = _blocked(pf)
     digest = _sha(json.dumps([task.id, task.task.run, task.task.exit_code, detach, blocked is None]))
     record_id = new_record_id(RESUME, now, digest)
     steps: list[Step] = []
-    if task.task.exit_code is not None:
-        steps.append(MoveStep(src=p["exit_code"], dst=posixpath.join(p["dir"], "attempts", record_id, "exit_code"),
-                              label=f"exit_code ({task.task.exit_code}) → attempts/{record_id}/"))
+    if task.task.exit_code is not None or task.task.pid is not None:
+        # the last attempt's exit code and (dead) pid are kept under attempts/<record>/, by a
+        # command rather than as moves: run.sh writes both anew as soon as it starts, so a move's
+        # check that its source stays gone would race the run it just started
+        steps.append(command_step(
+            ["sh", "-c", 'cd "$1" && mkdir -p "attempts/$2" && for f in exit_code pid; do '
+                         'if [ -e "$f" ]; then mv -n "$f" "attempts/$2/"; fi; done', "sh", p["dir"], record_id],
+            f"keep the last attempt's exit_code ({task.task.exit_code}) and pid under attempts/{record_id}/"))
     if host.uses_docker:
         steps.append(command_step(["docker", "start", container_name(host, task.id)],
                                   f"start the task's container {container_name(host, task.id)}"))
@@ -332,7 +340,8 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
         f"Resume AISBench task {task.id} on {where}: {task.task.reason or task.state_raw}",
         f"  task dir:  {p['dir']}",
         f"  AISBench carries on from run {task.task.run} (--reuse): datasets with predictions are not asked "
-        "again" if extra else "  no earlier run dir: AISBench starts a new run",
+        "again" if extra else f"  a perf run measures again: a new run dir beside {task.task.run} (--reuse would only "
+        "reload its metrics)" if perf and task.task.run else "  no earlier run dir: AISBench starts a new run",
         "",
         *_preflight_lines(pf, where),
         "",

@@ -164,6 +164,7 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
     info = exp.task
     info.exit_code = r.exit_code
     info.alive = r.alive
+    info.pid = r.pid
     info.run = r.latest
     info.runs = len(r.runs)
     info.summary_rel = r.summary_rel
@@ -211,13 +212,13 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
             info.reason = "the task dir has no run.sh: the launch stopped part way"
         elif r.alive is False:
             exp.state, exp.state_raw = State.failed, "failed"
-            info.reason = (f"run.sh (pid {r.pid}) is gone and left no exit code: it was killed, or the host "
+            info.reason = (f"{r.alive_evidence} and left no exit code: it was killed" if r.alive_evidence else
+                           f"run.sh (pid {r.pid}) is gone and left no exit code: it was killed, or the host "
                            "rebooted")
         else:
             exp.state, exp.state_raw = State.running, "running"
-            info.reason = ("running" if r.alive else
-                           "no exit code yet (the process runs in a container evaldesk cannot see into)"
-                           if r.alive is None and info.uses_docker else "no exit code yet")
+            info.reason = (r.alive_evidence or "running") if r.alive else (
+                f"no exit code yet ({r.alive_evidence})" if r.alive_evidence else "no exit code yet")
         return
     exp.finished_at = _ts(r.exit_mtime)
     if r.exit_code != 0:

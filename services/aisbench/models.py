@@ -69,6 +69,7 @@ class TaskInfo(BaseModel):
     preflight: list[PreflightStep] = Field(default_factory=list)
     preflight_at: datetime | None = None
     uses_docker: bool = False
+    pid: int | None = Field(None, description="run.sh's pid, as it wrote it")
     alive: bool | None = None
     launched_at: datetime | None = None
 

@@ -72,7 +72,8 @@ class TaskReading(BaseModel):
     exit_code_raw: str | None = None
     exit_mtime: float | None = None
     pid: int | None = None
-    alive: bool | None = Field(None, description="None: cannot tell (inside a container)")
+    alive: bool | None = Field(None, description="None: cannot tell")
+    alive_evidence: str | None = Field(None, description="how alive was told (docker mode: the host's docker)")
     run_log_mtime: float | None = None
     runs: list[str] = Field(default_factory=list, description="run dirs under outputs/, oldest first")
     datasets: list[DatasetReading] = Field(default_factory=list)

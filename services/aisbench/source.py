@@ -18,9 +18,11 @@ from datetime import UTC, datetime, tzinfo
 
 from services.aisbench.assemble import assemble
 from services.aisbench.formats import HostEntry, TaskRow, log_error, parse_tz, summary_table
+from services.aisbench.liveness import in_container
 from services.aisbench.models import VIEW_DIR, DatasetTrial, TaskExperiment
 from services.aisbench.reading import TaskReading, looks_like_task_dir, read_task
 from services.aisbench.table import LOCAL, TableError, TaskTable
+from services.aisbench.taskdir import container_name
 from services.aisbench.view import ViewFS, results_view
 from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.results import ResultView
@@ -136,6 +138,10 @@ class AISBenchSource:
             return reading
 
         readings = [r for r in await asyncio.gather(*(one(n) for n in names)) if r is not None]
+        entry = self.host_entry
+        if entry is not None and entry.uses_docker:
+            unended = [r for r in readings if r.exit_code is None]
+            await asyncio.gather(*(self._probe_container(r) for r in unended))
         by_id = {r.task_id: r for r in readings}
         exps: list[Experiment] = []
         for task_id in sorted(set(by_id) | set(rows)):
@@ -148,6 +154,10 @@ class AISBenchSource:
         self.view.update(exps)
         return Snapshot(source=self.label, taken_at=datetime.now(UTC), experiments=exps, errors=errors,
                         stats={"tasks": len(exps), "task_dirs": len(readings)})
+
+    async def _probe_container(self, r: TaskReading) -> None:
+        assert self.host_entry is not None
+        r.alive, r.alive_evidence = await in_container(self.runner, container_name(self.host_entry, r.task_id), r.pid)
 
     async def host_tz(self, errors: list[SourceError] | None = None) -> tzinfo:
         """The eval host's time zone, which AISBench names run dirs in: the host entry's `tz`;

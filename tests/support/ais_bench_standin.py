@@ -198,6 +198,12 @@ def main() -> int:
     deadline = time.monotonic() + 120
     while hold and not Path(hold).exists() and time.monotonic() < deadline:
         time.sleep(0.05)  # a test says when to go on (a sleep races a loaded machine)
+    if args.mode == "perf" and args.reuse:
+        # the real tool turns `-m perf --reuse` into perf_viz: no inference, the metrics of the
+        # reused run reloaded (cli/task_manager.py); a run that measured nothing stays so
+        print("[ais_bench] [WARNING] Detected --reuse in performance mode. The inference stage will be skipped, "
+              "and performance metrics will be loaded from the reuse work dir.", flush=True)
+        return 0
     questions = QUESTIONS[: args.num_prompts] if args.num_prompts else QUESTIONS
     answers: list[tuple[str, str, float, float]] = []
     t0 = time.perf_counter()

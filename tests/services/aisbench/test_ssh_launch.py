@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.ais_bench_standin import install
+from tests.support.docker_standin import install as install_docker
 from tests.support.openai_server import FakeOpenAI
 from tests.support.ssh_server import InProcessSSHServer
 from tests.support.ssh_server import ssh_server as ssh_server
@@ -27,6 +29,7 @@ from tests.support.ssh_server import ssh_server as ssh_server
 ROOT = Path(__file__).resolve().parents[3]
 KEY = "sk-evaldesk-test-9f8e7d6c5b4a"
 KEY_ENV = "AISBENCH_TEST_KEY"
+IMAGE = "aisbench-swe:20260630"
 
 
 @dataclass
@@ -218,6 +221,39 @@ async def test_exit_0_without_results_is_failed_then_resume_finishes_it(host: Ev
     no_key_here(h)
 
 
+async def test_a_failed_perf_task_resumes_by_measuring_again(host: EvalHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = host
+    url = h.model.base_url
+    hold = h.tmp / "go-on"
+    monkeypatch.setenv("AIS_BENCH_STANDIN_HOLD", str(hold))
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "perf_gsm8k", "--model",
+                         "fake-model", "--api-base", url, "--api-key-env", KEY_ENV, "--task-id", "p1",
+                         "--max-out-len", "512", "--batch-size", "4", "--apply", "--format", "json")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    h.model.stop()
+    hold.write_text("")
+    assert await h.wait_exit_code("p1") == "0"
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+    assert json.loads(p.stdout)["experiments"][0]["state"] == "failed"
+    [first] = sorted(d.name for d in (h.task_root / "p1" / "outputs").iterdir())
+
+    h.model = FakeOpenAI(api_key=KEY, port=h.model.port, models_need_key=False).start()
+    await asyncio.sleep(1.1)  # run dirs are named by the second
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "p1", "--format", "json")
+    out = json.loads(p.stdout)
+    assert "measures again" in "\n".join(out["preview"]) and "--reuse" not in out["command"], out
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", "p1", "--apply", "--format", "json")
+    out = json.loads(p.stdout)
+    assert p.returncode == 0 and out["status"] == "running", (p.stdout, p.stderr)
+    assert out["command"] == ["setsid", "-f", "nohup", "bash", f"{h.task_root}/p1/run.sh"]  # no --reuse
+    assert await h.wait_exit_code("p1") == "0"
+    runs = sorted(d.name for d in (h.task_root / "p1" / "outputs").iterdir())
+    assert runs[0] == first and len(runs) == 2  # a new run, measured
+    assert list((h.task_root / "p1" / "outputs" / runs[1] / "performances" / "fake-model").glob("gsm8k.json"))
+    p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+    assert json.loads(p.stdout)["experiments"][0]["state"] == "finished"
+
+
 async def test_preflight_failure_is_blocked_and_named(host: EvalHost) -> None:
     h = host
     p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "gsm8k", "--model", "fake-model",
@@ -249,3 +285,76 @@ async def test_unreachable_host_is_blocked_at_ssh(host: EvalHost) -> None:
     p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json", "--progress", "sm")
     out = final(p)
     assert p.returncode == 2 and out["ok"] is False and "127.0.0.1" in str(out["message"])
+
+
+def docker_mode(h: EvalHost) -> Path:
+    """The eval host as the runbook has it: an image, run.sh in the task's own container; the
+    host's `docker` is a stand-in on its PATH."""
+    state = h.tmp / "docker-state"
+    install_docker(h.tmp / "host-bin", state, [IMAGE])
+    hosts = json.loads((h.tmp / "hosts.json").read_text())
+    hosts["eval-a"]["image"] = IMAGE
+    (h.tmp / "hosts.json").write_text(json.dumps(hosts))
+    return state
+
+
+async def launch_held(h: EvalHost, task_id: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    hold = h.tmp / f"go-on-{task_id}"
+    monkeypatch.setenv("AIS_BENCH_STANDIN_HOLD", str(hold))
+    p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--suite", "gsm8k", "--model", "fake-model",
+                         "--api-base", h.model.base_url, "--api-key-env", KEY_ENV, "--task-id", task_id,
+                         "--max-out-len", "2048", "--batch-size", "4", "--apply", "--format", "json")
+    out = json.loads(p.stdout)
+    assert p.returncode == 0 and out["status"] == "running", (p.stdout, p.stderr)
+    assert out["command"] == ["docker", "exec", "-d", f"ais-bench-eval-{task_id}", "bash",
+                              f"{h.task_root}/{task_id}/run.sh"]
+    pid_file = h.task_root / task_id / "pid"
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return hold
+
+
+async def state_of(h: EvalHost, task_id: str) -> tuple[str, str]:
+    p = await h.evaldesk("--batch", "audit", "aisbench+ssh://eval-a", "--format", "json")
+    report = next(r for r in json.loads(p.stdout)["experiments"] if r["id"] == task_id)
+    checks = {c["id"]: c for c in report["checks"]}
+    return report["state"], checks["finished"]["evidence"]
+
+
+async def test_docker_mode_a_killed_task_is_failed_not_running_forever(host: EvalHost,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    h = host
+    calls = docker_mode(h) / "calls.log"
+    hold = await launch_held(h, "d1", monkeypatch)
+    pid = int((h.task_root / "d1" / "pid").read_text())
+    state, evidence = await state_of(h, "d1")
+    assert state == "running" and f"run.sh (pid {pid}) runs in its container ais-bench-eval-d1" in evidence
+    assert f"exec ais-bench-eval-d1 kill -0 {pid}" in calls.read_text()
+    os.killpg(pid, signal.SIGKILL)  # killed without a trace: no exit code
+    await asyncio.sleep(0.3)
+    state, evidence = await state_of(h, "d1")
+    assert state == "failed" and f"run.sh (pid {pid}) is gone from its container ais-bench-eval-d1" in evidence
+    assert not (h.task_root / "d1" / "exit_code").exists()
+    hold.write_text("")
+
+
+async def test_docker_mode_a_stopped_container_is_failed_and_a_finished_run_finished(
+        host: EvalHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = host
+    docker_mode(h)
+    hold = await launch_held(h, "d2", monkeypatch)
+    pid = int((h.task_root / "d2" / "pid").read_text())
+    subprocess.run(["docker", "stop", "ais-bench-eval-d2"], check=True, capture_output=True)
+    os.killpg(pid, signal.SIGKILL)  # what a stopped container does to what runs in it
+    state, evidence = await state_of(h, "d2")
+    assert state == "failed" and "its container ais-bench-eval-d2 is not running" in evidence
+    subprocess.run(["docker", "rm", "-f", "ais-bench-eval-d2"], check=True, capture_output=True)
+    state, evidence = await state_of(h, "d2")
+    assert state == "failed" and "its container ais-bench-eval-d2 is gone" in evidence
+
+    hold.write_text("")
+    (await launch_held(h, "d3", monkeypatch)).write_text("")
+    assert await h.wait_exit_code("d3") == "0"
+    state, evidence = await state_of(h, "d3")
+    assert state == "finished", evidence
