@@ -338,8 +338,13 @@ class StoreFS:
             raise FileExistsError(errno.EEXIST, "exists", path) from None
         if posixpath.basename(key) == LOCK_DIR:
             # under the lock: the deletions of moves that a kill cut short after their commit
-            # are finished, whatever the write that now runs (apply, finish, undo)
-            self._settle_under(posixpath.dirname(key))
+            # are finished, whatever the write that now runs (apply, finish, undo); a lock
+            # beside the job (<jobs>/.evaldesk-quarantine/<job>) covers the job too
+            target = posixpath.dirname(key)
+            self._settle_under(target)
+            if posixpath.basename(posixpath.dirname(target)) == QUARANTINE:
+                jobs = posixpath.dirname(posixpath.dirname(target))
+                self._settle_under(posixpath.join(jobs, posixpath.basename(target)))
 
     def _settle_under(self, key: str) -> None:
         for o in self.bucket.objects(key + "/"):
