@@ -49,7 +49,7 @@ def _list_fsspec(scheme: str, bucket: str, prefix: str, endpoint: str) -> str:
         if scheme == "gs":
             import gcsfs
 
-            fs: Any = gcsfs.GCSFileSystem(endpoint_url=endpoint, token="anon")  # noqa: S106
+            fs: Any = gcsfs.GCSFileSystem(endpoint_url=endpoint, token="anon")
         else:
             import s3fs
 
