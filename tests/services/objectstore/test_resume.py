@@ -81,3 +81,26 @@ def test_resume_sets_aside_runs_the_launcher_and_undo_puts_back(store: Emulator,
     assert {k: v for k, v in store.objects(PREFIX).items() if "/.evaldesk-" not in k} == {
         k: v for k, v in after.items() if "/.evaldesk-" not in k}
     assert before
+
+
+def test_state_from_the_launchers_jobs_table(store: Emulator, tmp_path: Path) -> None:
+    """`[[stores]] status` prints the launcher's jobs table: a job it says is running is not
+    resumed, whatever its aggregate says; one it says is completed is audited as finished."""
+    d = _job(tmp_path / "local").write()
+    store.upload(d, f"{PREFIX}/{JOB}")
+    table = tmp_path / "jobs.csv"
+    show = [sys.executable, "-c", f"print(open({str(table)!r}).read())"]
+    cfg = _config(tmp_path, store, tmp_path)
+    cfg.write_text(cfg.read_text().replace("[stores.commands]", f"status = {json.dumps(show)}\n[stores.commands]"))
+    env = {"EVALDESK_CONFIG": str(cfg)}
+    url = store.url(f"{PREFIX}/{JOB}")
+
+    table.write_text(f"job_id,state\nbenjamin/eval-{JOB},2\nother,4\n")
+    exp = json.loads(run_cli("--batch", "audit", "--format", "json", url, env=env).stdout)["experiments"][0]
+    assert exp["state"] == "running"
+    dry = run_cli("--batch", "resume", "--format", "json", url, env=env)
+    assert "still running" in dry.stdout + dry.stderr
+
+    table.write_text(f"job_id,state\nbenjamin/eval-{JOB},4\n")
+    exp = json.loads(run_cli("--batch", "audit", "--format", "json", url, env=env).stdout)["experiments"][0]
+    assert exp["state"] == "finished"
