@@ -307,19 +307,27 @@ class StoreFS:
         return hashlib.sha256(data).hexdigest()
 
     def _children(self, key: str) -> list[str]:
+        # one listing answers for every child: a child in the middle of a move is told by the
+        # markers the listing holds (an incoming one costs a read of its source's commit)
         objs = self.bucket.objects(key + "/" if key else "")
-        tree = _Tree(key, objs, time.monotonic())
-        names = tree.dirs.get(key) or {}
-        prefix = key + "/" if key else ""
-        out = []
-        for name, kind in names.items():
-            if name in HIDDEN:
-                continue
-            if kind == "dir" and not self._dir_state(prefix + name)[0]:
-                continue
-            out.append(name)
         if not objs:
             raise FileNotFoundError(errno.ENOENT, "no such prefix", self.paths.path(key))
+        tree = _Tree(key, objs, time.monotonic())
+        prefix = key + "/" if key else ""
+        out = []
+        for name, kind in (tree.dirs.get(key) or {}).items():
+            child = prefix + name
+            if name in HIDDEN:
+                continue
+            if kind == "dir":
+                inside = tree.dirs.get(child) or {}
+                if MOVED in inside or not [n for n in inside if n not in MARKERS]:
+                    continue
+                if INCOMING in inside:
+                    mark = self._marker(f"{child}/{INCOMING}")
+                    if mark is not None and not self._committed(str(mark.get("src", "")), child):
+                        continue
+            out.append(name)
         return sorted(out)
 
     async def list_dir(self, path: str) -> list[str]:
