@@ -109,6 +109,8 @@ class StoreConfig(BaseModel):
     project: str | None = None
     poll_interval_s: float | None = None
     commands: CommandConfig | None = Field(None, description="resume: e.g. the launcher with the same --job_name")
+    status: CommandTemplate | None = Field(None, description="prints CSV `job,state` rows from the launcher's jobs "
+                                           "table; without it a job's state comes from its aggregate")
 
 
 class LeaderboardTables(BaseModel):

@@ -47,7 +47,7 @@ def open_store(sc: StoreConfig, config: Config) -> Source:
     except Exception as exc:  # the library found no credentials, or a bad endpoint
         raise SourceUnavailable(sc.url, f"{type(exc).__name__}: {exc}") from None
     return StoreSource(bucket, prefix, config.policy, sc.name or sc.url.rstrip("/"), cache=config.scan_cache,
-                       commands=sc.commands)
+                       commands=sc.commands, status=sc.status)
 
 
 def open_url(spec: str, config: Config) -> Source:

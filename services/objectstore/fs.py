@@ -50,6 +50,7 @@ DIR_MARK = ".evaldesk-dir"
 MARKERS = (INCOMING, MOVED)
 HIDDEN = (INCOMING, MOVED, DIR_MARK)
 QUARANTINE = ".evaldesk-quarantine"
+LOCK_DIR = ".evaldesk-lock"  # (services/remediations/lock.py)
 _T = TypeVar("_T")
 _Strs = list[str]
 _Listings = list[Listing]
@@ -306,19 +307,27 @@ class StoreFS:
         return hashlib.sha256(data).hexdigest()
 
     def _children(self, key: str) -> list[str]:
+        # one listing answers for every child: a child in the middle of a move is told by the
+        # markers the listing holds (an incoming one costs a read of its source's commit)
         objs = self.bucket.objects(key + "/" if key else "")
-        tree = _Tree(key, objs, time.monotonic())
-        names = tree.dirs.get(key) or {}
-        prefix = key + "/" if key else ""
-        out = []
-        for name, kind in names.items():
-            if name in HIDDEN:
-                continue
-            if kind == "dir" and not self._dir_state(prefix + name)[0]:
-                continue
-            out.append(name)
         if not objs:
             raise FileNotFoundError(errno.ENOENT, "no such prefix", self.paths.path(key))
+        tree = _Tree(key, objs, time.monotonic())
+        prefix = key + "/" if key else ""
+        out = []
+        for name, kind in (tree.dirs.get(key) or {}).items():
+            child = prefix + name
+            if name in HIDDEN:
+                continue
+            if kind == "dir":
+                inside = tree.dirs.get(child) or {}
+                if MOVED in inside or not [n for n in inside if n not in MARKERS]:
+                    continue
+                if INCOMING in inside:
+                    mark = self._marker(f"{child}/{INCOMING}")
+                    if mark is not None and not self._committed(str(mark.get("src", "")), child):
+                        continue
+            out.append(name)
         return sorted(out)
 
     async def list_dir(self, path: str) -> list[str]:
@@ -335,6 +344,21 @@ class StoreFS:
             self.bucket.put(f"{key}/{DIR_MARK}", b"", ABSENT)
         except Conflict:
             raise FileExistsError(errno.EEXIST, "exists", path) from None
+        if posixpath.basename(key) == LOCK_DIR:
+            # under the lock: the deletions of moves that a kill cut short after their commit
+            # are finished, whatever the write that now runs (apply, finish, undo); a lock
+            # beside the job (<jobs>/.evaldesk-quarantine/<job>) covers the job too
+            target = posixpath.dirname(key)
+            self._settle_under(target)
+            if posixpath.basename(posixpath.dirname(target)) == QUARANTINE:
+                jobs = posixpath.dirname(posixpath.dirname(target))
+                self._settle_under(posixpath.join(jobs, posixpath.basename(target)))
+
+    def _settle_under(self, key: str) -> None:
+        for o in self.bucket.objects(key + "/"):
+            parent, _, name = o.key.rpartition("/")
+            if name in MARKERS:
+                self._settle(parent)
 
     async def mkdir_exclusive(self, path: str) -> None:
         await self._io(self._mkdir, path)
@@ -363,6 +387,12 @@ class StoreFS:
 
     async def rmdir(self, path: str) -> None:
         await self._io(self._rmdir, path)
+
+    def _forget(self, key: str) -> None:
+        """What was read under `key` (an object or a prefix) was moved or deleted by evaldesk."""
+        with self._lock:
+            for k in [k for k in self._seen if k == key or k.startswith(key + "/")]:
+                del self._seen[k]
 
     def _match(self, key: str) -> str:
         with self._lock:
@@ -432,6 +462,7 @@ class StoreFS:
         write path then reports a conflict, nothing is lost)."""
         mark = self._marker(f"{src}/{MOVED}") or {}
         copied = mark.get("objects") or {}
+        self._forget(src)
         for key, version in sorted(copied.items()):
             with contextlib.suppress(Conflict, FileNotFoundError):
                 self.bucket.delete(Obj(str(key), 0, 0, str(version), ""))
@@ -462,6 +493,7 @@ class StoreFS:
             if new.checksum != obj.checksum:
                 raise OSError(errno.EIO, "the copy does not match its source; the source is kept", dst_path)
             self.bucket.delete(obj)
+            self._forget(src)
             self.moves.add(src, dst)
             return
         self._settle(src)
@@ -495,6 +527,7 @@ class StoreFS:
         commit = {"dst": dst, "objects": {o.key: o.version for o in objs}}
         self.bucket.put(f"{src}/{MOVED}", json.dumps(commit).encode(), ABSENT)
         self.moves.add(src, dst)
+        self._forget(src)
         checkpoint("move:committed")
         self._cleanup(src, dst)
 

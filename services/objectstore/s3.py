@@ -94,7 +94,8 @@ class S3Bucket(Bucket):
         try:
             r = self.client.put_object(Bucket=self.name, Key=key, Body=data, **cond)
         except ClientError as exc:
-            if _status(exc) in (409, 412):
+            # (If-Match on an object that is gone answers 404)
+            if _status(exc) in (409, 412) or (_status(exc) == 404 and match):
                 raise Conflict(key, "it exists" if match == ABSENT else "it changed since it was read") from None
             raise OSError(f"{key}: {exc}") from None
         return Obj(key, len(data), 0, r["ETag"], r["ETag"])

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from services.core.config import CommandConfig
-from services.core.models import Experiment, Snapshot, Trial
+from services.core.config import CommandConfig, CommandTemplate
+from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress
 from services.harbor.cache import ParseCache
@@ -27,7 +27,7 @@ class StoreSource:
     trial_files = TRIAL_FILES
 
     def __init__(self, bucket: Bucket, prefix: str, policy: Policy | None = None, label: str | None = None, *,
-                 cache: bool = True, commands: CommandConfig | None = None,
+                 cache: bool = True, commands: CommandConfig | None = None, status: CommandTemplate | None = None,
                  verify_window_s: float = DEFAULT_VERIFY_WINDOW_S) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -37,6 +37,7 @@ class StoreSource:
         self.root = f"/{bucket.name}/{self.prefix}".rstrip("/")
         self.policy = policy or Policy()
         self.commands = commands
+        self.status = status
         self.verify_window_s = verify_window_s
         # the parse cache's file is named after the root: one per bucket and prefix
         self.cache = ParseCache(f"/{bucket.scheme}:{self.root}") if cache else None
@@ -75,6 +76,13 @@ class StoreSource:
             raise SourceUnavailable(self.label, f"{type(exc).__name__}: {exc}") from None
         if errors and errors[0].root_failed:
             raise SourceUnavailable(self.label, errors[0].message)
+        if self.status is not None:
+            from services.objectstore import status
+
+            table, why = status.states(self.status, self.commands.cwd if self.commands else None)
+            status.apply(experiments, table)
+            if why:
+                errors.append(SourceError(source=self.label, where=self.label, message=why))
         stats["requests"] = self.bucket.requests
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
 

