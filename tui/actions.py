@@ -120,8 +120,9 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("app.pause", "p", "toggle_pause", "Pause", GLOBAL, show=False,
                help="Pause polling of every source; again to resume"),
     # experiments (home)
-    ActionSpec("experiments.open", "enter", "open_trials", "Trials", "experiments", key_display="⏎",
-               help="Trials of the selected experiment"),
+    # priority: the table's own enter would otherwise hide it from the footer
+    ActionSpec("experiments.open", "enter", "open_trials", "Trials", "experiments", key_display="enter",
+               priority=True, help="Trials of the selected experiment"),
     ActionSpec("experiments.audit", "a", "audit", "Audit", "experiments", help="Audit the selected experiment"),
     ActionSpec("experiments.monitor", "m", "monitor", "Monitor", "experiments",
                help="Live monitor of the selected experiment"),
@@ -142,6 +143,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                key_display="!", help="Open a shell in the job dir (on its host over ssh -t for a remote source)"),
     ActionSpec("experiments.report", "R", "report", "Report", "experiments", show=False,
                help="Write the HTML report of the selected experiment (o opens it)"),
+    ActionSpec("experiments.describe", "d", "describe", "Describe", "experiments", show=False,
+               help="Describe the selected row: every field, whole (esc closes)"),
     ActionSpec("experiments.quit", "q", "app.quit", "Quit", "experiments", help="Quit evaldesk"),
     # audit
     ActionSpec("audit.run", "x", "run_remediation", "Fix", "audit",
@@ -176,11 +179,15 @@ ACTIONS: tuple[ActionSpec, ...] = (
     # shown in ? and the palette, not the footer: at 80 columns the footer keeps `? Help`
     ActionSpec("trials.attempts", "a", "task_attempts", "Attempts", "trials", show=False,
                help="Show the selected task's other attempts"),
-    ActionSpec("trials.same_failure", "f", "same_failure", "Same fail", "trials",
+    ActionSpec("trials.same_failure", "f", "same_failure", "Same", "trials",
                help="Filter to the trials that failed the same way"),
     ActionSpec("trials.resume", "x", "resume_shown", "Resume", "trials",
                help="Resume the errored trials shown (or the highlighted group): dry run first, then confirm"),
-    ActionSpec("trials.panel", "d", "toggle_panel", "Panel", "trials",
+    ActionSpec("trials.focus", "tab", "switch_focus", "Log", "trials", key_display="tab",
+               help="Move between the table and the log (the log scrolls with the arrows, pgup/pgdn)"),
+    ActionSpec("trials.zoom", "z", "zoom_log", "Zoom", "trials", show=False,
+               help="Zoom the log to the whole screen (again: back to the table)"),
+    ActionSpec("trials.panel", "d", "toggle_panel", "Panel", "trials", show=False,
                help="Switch the bottom panel between diagnose and log"),
     ActionSpec("trials.file_log", "1", "show_file(1)", "Log: file 1 (Harbor: trial.log)", "trials", show=False),
     ActionSpec("trials.file_exception", "2", "show_file(2)", "Log: file 2 (Harbor: exception.txt)", "trials",
@@ -252,6 +259,9 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("report.open", "o", "open", "Open", "report", help="Open the report with the system opener"),
     ActionSpec("report.close", "escape", "close", "Close", "report", key_display="esc", help="Close"),
     ActionSpec("report.close_q", "q", "close", "Close", "report", show=False, palette=False, help="Close"),
+    # describe popup
+    ActionSpec("describe.close", "escape,q,d", "close", "Close", "describe", key_display="esc", help="Close"),
+    *_scroll_actions("describe", "the fields", keys_jk=True),
     # help, log
     ActionSpec("help.close", "escape", "close", "Close", "help", key_display="esc", help="Close help"),
     *_scroll_actions("help", "the keys", keys_jk=False),

@@ -65,6 +65,7 @@ from tui.palette import EvaldeskCommands
 from tui.wording import source_problem
 from tui.write_recovery import RecoveryFlow, guarded
 from widgets.ids import shorten
+from widgets.notice_line import NoticeLine
 
 DEMO_LABEL = "demo"
 TRIM_MIN_TRIALS = 20_000
@@ -615,6 +616,16 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
+
+    def _refresh_notifications(self) -> None:
+        # Textual's hook for every notice raised, expired or cleared: the screen's line shows it
+        super()._refresh_notifications()
+        try:
+            lines = list(self.screen.query(NoticeLine))
+        except Exception:  # no screen yet, or one being torn down
+            return
+        for line in lines:
+            line.show(self._notifications)
 
     def action_show_log(self) -> None:
         from tui.screens.log import LogScreen

@@ -50,7 +50,7 @@ def fingerprint(app: EvaldeskApp) -> tuple[Any, ...]:
         tail = s.query_one(LogTail)
         parts += [s.grouped, s.status_filter, s.focus_filter, s.file_index, s._panel, s.table.cursor,
                   tail.wrap, tail.follow, tail.current_match, s.has_class("-show-diagnose"),
-                  tail.has_class("-searching"), tail.title]
+                  tail.has_class("-searching"), tail.title, s.has_class("-zoom-log")]
     elif isinstance(s, AuditScreen):
         parts += [s.query_one(Checklist).highlighted]
     elif isinstance(s, MonitorScreen):
@@ -59,6 +59,8 @@ def fingerprint(app: EvaldeskApp) -> tuple[Any, ...]:
         parts += [s.query_one(DataTable).cursor_row]
     elif isinstance(s, HelpScreen):
         parts += [s.query_one("#help-keys", DataTable).scroll_y]
+    elif type(s).__name__ == "DescribeScreen":
+        parts += [s.query_one("#describe").scroll_y]
     elif isinstance(s, ConfirmScreen):
         parts += [s.query_one("#preview").scroll_y]
     return tuple(parts)
@@ -184,7 +186,7 @@ SCREENS: dict[str, Step] = {
     "report": to_report, "recovery": to_recovery, "lock": to_lock, "command": to_command, "results": to_results,
     "inputs": to_inputs,
     "global": home, "experiments": home, "audit": to_audit, "trials": to_trials, "monitor": to_monitor,
-    "confirm": to_confirm, "help": keys("question_mark"), "log": to_log,
+    "confirm": to_confirm, "help": keys("question_mark"), "log": to_log, "describe": keys("d"),
 }
 
 
@@ -335,6 +337,14 @@ CASES: dict[str, Case] = {
     "report.open": Case(),  # the opener is started, or the console says there is none (a log entry)
     "report.close": Case(),
     "report.close_q": Case(),
+    "experiments.describe": Case(),
+    "describe.close": Case(),
+    "describe.scroll_down": Case(),
+    "describe.scroll_up": Case(before=keys("pagedown")),
+    "describe.scroll_page_down": Case(),
+    "describe.scroll_page_up": Case(before=keys("pagedown")),
+    "trials.focus": Case(),
+    "trials.zoom": Case(),
 }
 
 

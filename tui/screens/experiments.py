@@ -19,39 +19,23 @@ from services.core.models import AuditReport, Experiment, State
 from services.core.text import term_safe
 from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
+from tui.batch_table import Column, column_widths
 from tui.chrome import ConsoleHeader, bar
 from tui.context import ConsoleState, console
 from tui.external import copy_location
 from tui.messages import CommandChanged, HandOver, OpenView, RequestReport, SnapshotUpdated
 from tui.navigation import move
 from widgets.footer import KeyFooter
-from widgets.ids import distinguishing, shorten
+from widgets.ids import run_labels, shorten
 from widgets.log_tail import regex_problem
 from widgets.state_badge import state_badge
 
-_HARBOR_STAMP = re.compile(r"[_-]?\d{4}-\d{2}-\d{2}__\d{2}-\d{2}-\d{2}$")
-
-
-def short_id(e: Experiment) -> str:
-    """Run dirs read <benchmark>_<model>_<timestamp>; the benchmark has its own column and
-    the timestamp its own age column, so the id column keeps the part between them."""
-    shown = e.id
-    prefix = e.benchmark_from_dir
-    if prefix and shown.startswith(prefix) and len(shown) > len(prefix) + 1:
-        shown = shown[len(prefix) + 1 :]
-    shown = _HARBOR_STAMP.sub("", shown)
-    return shown or e.id
-
 
 def id_labels(exps: list[Experiment], width: int) -> list[str]:
-    """The id column of the rows on screen: what tells them apart, at any width (the full id
-    is in the detail line). Two runs of one model and benchmark keep their timestamps."""
-    shorts = [term_safe(short_id(e)) for e in exps]
-    seen: dict[str, int] = {}
-    for s in shorts:
-        seen[s] = seen.get(s, 0) + 1
-    names = [term_safe(e.id) if seen[s] > 1 else s for e, s in zip(exps, shorts, strict=True)]
-    return distinguishing(names, width)
+    """The id column of the rows on screen: benchmark, model and date, or whatever else tells
+    them apart, at any width (the full id is in the detail line and `d`). The rule is the batch
+    tables' (widgets/ids.run_labels)."""
+    return run_labels([(term_safe(e.id), e.benchmark_from_dir, e.model) for e in exps], width)
 
 
 RUNNING_WORDS = {"resume": "resuming", "rerun": "re-running"}
@@ -192,10 +176,11 @@ class Row:
         raise KeyError(col)
 
 
-# fixed widths; the id column takes what is left
-WIDE = {"source": 8, "benchmark": 14, "model": 14, "state": 6, "progress": 13, "score": 5,
-        "errors": 5, "verdict": 11, "age": 3}
-COMPACT_COLS = ("id", "state", "progress", "score", "errors", "verdict", "age")
+# fixed widths; id, benchmark and model share what is left (and source when it says something)
+WIDE = {"state": 6, "progress": 13, "score": 5, "errors": 5, "verdict": 11, "age": 3}
+NARROW = {"state": 6, "progress": 9, "score": 5, "errors": 5, "verdict": 9, "age": 3}
+FLEXIBLE = ("source", "id", "benchmark", "model")
+COMPACT_COLS = ("source", "id", "state", "progress", "score", "errors", "verdict", "age")
 
 
 class ExperimentsScreen(Screen[None]):
@@ -254,16 +239,27 @@ class ExperimentsScreen(Screen[None]):
             return None
         return self.shown[table.cursor_row].key
 
-    def _columns(self, width: int) -> list[tuple[str, int]]:
+    def _columns(self, width: int, rows: list[Row] | None = None) -> list[tuple[str, int]]:
         compact = width < COMPACT_BELOW
-        cols = [c for c, _ in EXPERIMENT_COLUMNS if not compact or c in COMPACT_COLS]
-        fixed = {c: WIDE[c] for c in cols if c != "id"}
-        # cell padding is 1 each side; leave 2 for the scrollbar
-        room = width - 2 * len(cols) - 2 - sum(fixed.values())
-        out = []
-        for c in cols:
-            out.append((c, max(12, room) if c == "id" else fixed[c]))
-        return out
+        rows = self.rows if rows is None else rows
+        several = len({r.exp.source_label for r in rows}) > 1
+        # one source is named in the header: its column would say the same on every row
+        cols = [c for c, _ in EXPERIMENT_COLUMNS if (not compact or c in COMPACT_COLS)
+                and (c != "source" or several)]
+        fixed = NARROW if compact else WIDE
+        natural = {"source": [term_safe(r.exp.source_label) for r in rows],
+                   "id": [term_safe(r.exp.id) for r in rows],
+                   "benchmark": [term_safe(r.exp.benchmark or "—") for r in rows],
+                   "model": [term_safe((r.exp.model or "—").split("/")[-1]) for r in rows]}
+        spec = [Column(c, flexible=c in FLEXIBLE, weight={"id": 3, "source": 1}.get(c, 2)) for c in cols]
+        longest = max(len(rows), 1)
+        table = [[(natural[c][i] if c in natural and i < len(rows) else "x" * fixed.get(c, 0)) for c in cols]
+                 for i in range(longest)]
+        # cell padding is 1 each side (2 a column, so the batch rule's gap of 2 holds); 2 for the scrollbar
+        # a vertical scrollbar takes 2 columns once the rows outgrow the screen
+        scrollbar = 2 if len(rows) > max(0, (self.size.height or 24) - 7) else 0
+        widths = column_widths(spec, table, width - 1 - scrollbar)
+        return [(c, w if c in FLEXIBLE else fixed[c]) for c, w in zip(cols, widths, strict=True)]
 
     def rebuild(self) -> None:
         app = self.evaldesk
@@ -284,7 +280,9 @@ class ExperimentsScreen(Screen[None]):
         table = self.query_one(DataTable)
         width = self.size.width or self.app.size.width or 80
         compact = width < COMPACT_BELOW
-        keep = self.selected_key()
+        table_cursor = table.cursor_row
+        # the cursor stays on the first row while rows come in, until it is moved
+        keep = self.selected_key() if table_cursor > 0 else None
         columns = self._columns(width)
         self.compact = compact
 
@@ -328,6 +326,8 @@ class ExperimentsScreen(Screen[None]):
                 if row.key == keep:
                     table.move_cursor(row=i, animate=False)
                     break
+        else:
+            table.move_cursor(row=0, animate=False)
         self._update_status()
         self._update_detail()
 
@@ -415,6 +415,14 @@ class ExperimentsScreen(Screen[None]):
         key = self.selected_key()
         self.post_message(OpenView("monitor", [key] if key else []))
 
+    def action_describe(self) -> None:
+        key = self.selected_key()
+        row = next((r for r in self.shown if r.key == key), None)
+        if row is not None:
+            from tui.screens.describe import DescribeScreen, describe_fields
+
+            self.app.push_screen(DescribeScreen(row.exp.id, describe_fields(row.exp, row.report)))
+
     def action_cursor(self, how: str) -> None:
         move(self.query_one(DataTable), how)
 
@@ -486,7 +494,8 @@ class ExperimentsScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # while the filter is being typed, letters belong to it
-        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter", "report"):
+        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter", "report",
+                      "open_trials", "describe"):
             try:
                 if self.query_one("#filter", Input).has_focus:
                     return False

@@ -43,7 +43,7 @@ from tui.navigation import move
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel
 from widgets.footer import KeyFooter
 from widgets.ids import shorten
-from widgets.log_tail import ErrorReader, FSReader, LogTail
+from widgets.log_tail import ErrorReader, FSReader, LogTail, LogView
 from widgets.trial_table import (
     GROUP_COLUMNS,
     Column,
@@ -557,6 +557,22 @@ class TrialsScreen(Screen[None]):
             self.notify("no errored trial among those shown: filter them with f, s or g first", severity="warning")
             return
         self.post_message(RequestPlan("resume", self.key, {"paths": paths}))
+
+    def action_switch_focus(self) -> None:
+        if self.table.has_focus and not self.has_class("-zoom-log"):
+            self.log_tail.query_one(LogView).focus()
+        else:
+            self.table.focus()
+
+    def action_zoom_log(self) -> None:
+        zoom = not self.has_class("-zoom-log")
+        self.set_class(zoom, "-zoom-log")
+        if zoom:
+            self._panel = "log"
+            self.set_class(False, "-show-diagnose")
+            self.log_tail.query_one(LogView).focus()
+        else:
+            self.table.focus()
 
     def action_toggle_panel(self) -> None:
         self._panel = "diagnose" if self._panel == "log" else "log"
