@@ -108,10 +108,10 @@ ACTIONS: tuple[ActionSpec, ...] = (
     # everywhere
     ActionSpec("app.help", "question_mark", "help", "Help", GLOBAL, key_display="?",
                help="Keys of this screen"),
-    ActionSpec("app.palette", "colon", "command_palette", "Commands", GLOBAL, show=False, key_display=":",
-               help="Command palette"),
+    ActionSpec("app.command", "colon", "command_line", "Command", GLOBAL, show=False, key_display=":",
+               help="Command line: a view, a source or host, or an action by name (tab completes, ↑ history)"),
     # Textual adds its own ctrl+p only when no binding names the palette; ours does, so say it here
-    ActionSpec("app.palette_ctrl", "ctrl+p", "command_palette", "Commands", GLOBAL, show=False,
+    ActionSpec("app.palette", "ctrl+p", "command_palette", "Commands", GLOBAL, show=False,
                key_display="ctrl+p", priority=True, palette=False, help="Command palette"),
     ActionSpec("app.log", "L", "show_log", "Log", GLOBAL, show=False, help="Log of errors and notices"),
     ActionSpec("app.quit_ctrl_c", "ctrl+c", "quit", "Quit", GLOBAL, show=False, priority=True, palette=False,
@@ -123,11 +123,25 @@ ACTIONS: tuple[ActionSpec, ...] = (
     # priority: the table's own enter would otherwise hide it from the footer
     ActionSpec("experiments.open", "enter", "open_trials", "Trials", "experiments", key_display="enter",
                priority=True, help="Trials of the selected experiment"),
-    ActionSpec("experiments.audit", "a", "audit", "Audit", "experiments", help="Audit the selected experiment"),
+    ActionSpec("experiments.audit", "a", "audit", "Audit", "experiments",
+               help="Audit the selected experiment (with marks: the verdicts of every marked one)"),
     ActionSpec("experiments.monitor", "m", "monitor", "Monitor", "experiments",
                help="Live monitor of the selected experiment"),
-    ActionSpec("experiments.results", "v", "results", "Results", "experiments",
+    ActionSpec("experiments.results", "v", "results", "Results", "experiments", show=False,
                help="Results: per-dataset figures, plots, the tool's summary"),
+    ActionSpec("experiments.mark", "space", "mark", "Mark", "experiments", key_display="space",
+               help="Mark the row (again: unmark); a, R, D, X and U then act on every marked row"),
+    ActionSpec("experiments.clear_marks", "ctrl+space,ctrl+@", "clear_marks", "Clear marks", "experiments",
+               show=False, key_display="ctrl+space", help="Clear every mark"),
+    ActionSpec("experiments.invert_marks", "asterisk", "invert_marks", "Invert marks", "experiments", show=False,
+               key_display="*", help="Mark the rows shown that are not marked, unmark the others"),
+    ActionSpec("experiments.dedupe", "D", "write_marked('dedupe')", "Dedupe", "experiments", show=False,
+               help="Dedupe the marked runs (or the selected one): one preview of every plan, one confirmation"),
+    ActionSpec("experiments.resume", "X", "write_marked('resume')", "Resume", "experiments", show=False,
+               help="Resume the errored trials of the marked runs (or the selected one): one preview, one "
+                    "confirmation"),
+    ActionSpec("experiments.undo", "U", "write_marked('undo')", "Undo", "experiments", show=False,
+               help="Undo the last write of each marked run (or the selected one): one preview, one confirmation"),
     ActionSpec("experiments.filter", "slash", "filter", "Filter", "experiments", key_display="/",
                help="Filter rows: text or regex, ! inverts, recalls the last"),
     ActionSpec("experiments.clear_filter", "escape", "clear_filter", "Clear filter", "experiments",
@@ -142,7 +156,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("experiments.shell", "exclamation_mark", "shell", "Shell", "experiments", show=False,
                key_display="!", help="Open a shell in the job dir (on its host over ssh -t for a remote source)"),
     ActionSpec("experiments.report", "R", "report", "Report", "experiments", show=False,
-               help="Write the HTML report of the selected experiment (o opens it)"),
+               help="Write the HTML report of the selected experiment, or one of every marked one (o opens it)"),
     ActionSpec("experiments.describe", "d", "describe", "Describe", "experiments", show=False,
                help="Describe the selected row: every field, whole (esc closes)"),
     ActionSpec("experiments.quit", "q", "app.quit", "Quit", "experiments", help="Quit evaldesk"),
@@ -174,6 +188,12 @@ ACTIONS: tuple[ActionSpec, ...] = (
                help="Open the shown log in $EDITOR (vi on a remote host)"),
     ActionSpec("trials.shell", "exclamation_mark", "hand_over('shell')", "Shell", "trials", show=False,
                key_display="!", help="Open a shell in the trial dir (on its host over ssh -t for a remote source)"),
+    ActionSpec("trials.mark", "space", "mark", "Mark", "trials", show=False, key_display="space",
+               help="Mark the trial (again: unmark); x then resumes the marked ones"),
+    ActionSpec("trials.clear_marks", "ctrl+space,ctrl+@", "clear_marks", "Clear marks", "trials", show=False,
+               key_display="ctrl+space", help="Clear every mark"),
+    ActionSpec("trials.invert_marks", "asterisk", "invert_marks", "Invert marks", "trials", show=False,
+               key_display="*", help="Mark the trials shown that are not marked, unmark the others"),
     ActionSpec("trials.status", "s", "cycle_status", "Status", "trials",
                help="Filter by status: all / valid / errored / running"),
     # shown in ? and the palette, not the footer: at 80 columns the footer keeps `? Help`
@@ -270,6 +290,23 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("log.clear", "c", "clear", "Clear", "log", help="Clear the log"),
     *_move_actions("log"),
     _copy_action("log", "the selected message"),
+    # journal of writes (:journal)
+    ActionSpec("journal.close", "escape", "close", "Back", "journal", key_display="esc", help="Back"),
+    ActionSpec("journal.close_q", "q", "close", "Back", "journal", show=False, palette=False, help="Back"),
+    *_move_actions("journal"),
+)
+
+# The views `:` switches to (tui/commandline.py): name, aliases, the view, what it shows
+VIEWS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
+    ("list", ("experiments", "exp", "ls", "home"), "list", "The experiments list"),
+    ("trials", ("t", "tr"), "trials", "Trials of the selected experiment"),
+    ("audit", ("a",), "audit", "Audit of the selected (or marked) experiments"),
+    ("monitor", ("m", "mon"), "monitor", "Live monitor of the selected (or marked) experiments"),
+    ("results", ("v", "res"), "results", "Results of the selected experiment"),
+    ("journal", ("j", "writes"), "journal", "Every write evaldesk made, newest first"),
+    ("log", ("l",), "log", "Log of errors and notices"),
+    ("help", ("h", "keys"), "help", "Keys of this screen"),
+    ("quit", ("q", "q!"), "quit", "Quit evaldesk"),
 )
 
 BY_ID: dict[str, ActionSpec] = {a.id: a for a in ACTIONS}

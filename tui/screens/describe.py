@@ -37,6 +37,22 @@ def describe_fields(exp: Experiment, report: AuditReport | None) -> list[tuple[s
     return [(k, term_safe(v)) for k, v in rows]
 
 
+def audit_fields(app: Any, keys: list[str]) -> list[tuple[str, str]]:
+    """The audit of several runs in one view: each run's verdict, then its checks that fail or warn."""
+    rows: list[tuple[str, str]] = []
+    for key in keys:
+        exp, report = app.experiment(key), app.audit(key)
+        if exp is None:
+            continue
+        verdict = report.verdict.upper() if report is not None else "…"
+        rows.append((verdict, f"{exp.id} · {census_words(exp.counts)}"))
+        for c in report.checks if report is not None else []:
+            if c.status.value in ("fail", "warn"):
+                action = f" → {c.action}" if c.action else ""
+                rows.append((f"  {c.status.value}", f"{c.title}: {c.evidence}{action}"))
+    return [(k, term_safe(v)) for k, v in rows]
+
+
 def _text(value: Any) -> str:
     if value is None or value == {} or value == []:
         return "—"

@@ -198,6 +198,7 @@ class ExperimentsScreen(Screen[None]):
         self.compact: bool | None = None
         self.rows: list[Row] = []
         self.shown: list[Row] = []
+        self.marks: set[str] = set()  # row keys marked with space
 
     @property
     def evaldesk(self) -> ConsoleState:
@@ -301,8 +302,11 @@ class ExperimentsScreen(Screen[None]):
             if flt.matches(plain):
                 visible.append(row)
         id_width = dict(columns).get("id", 20)
-        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width), strict=True):
-            cells = [Text(label) if c == "id" else row.cell_text(c, compact, w) for c, w in columns]
+        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width - 2), strict=True):
+            # a marked row: ✓ before its label, the label bold
+            mark = row.key in self.marks
+            cells = [Text(("✓ " if mark else "  ") + label, style="bold" if mark else "") if c == "id"
+                     else row.cell_text(c, compact, w) for c, w in columns]
             if monitor is not None and monitor.warnings_for(row.key):
                 # a fake-execution rule holds (services/monitor/rules.py): the whole row turns red
                 for cell in cells:
@@ -337,6 +341,10 @@ class ExperimentsScreen(Screen[None]):
         total, shown = len(self.rows), len(self.shown)
         text.append(f"{shown} of {total} experiments" if shown != total else f"{total} experiments")
         text.append(f" · sort {labels[self.sort_col]} {'▼' if self.sort_reverse else '▲'}", style="dim")
+        marked = len(self.marked_keys())
+        if marked:
+            text.append(f" · {marked} marked", style="bold")
+            text.append(" (a R D X U act on them, ctrl+space clears)", style="dim")
         if self.filter.pattern is not None:
             text.append(" · filter ", style="dim")
             text.append(term_safe(self.filter.text), style="bold")
@@ -396,8 +404,50 @@ class ExperimentsScreen(Screen[None]):
         if key:
             self.post_message(OpenView("trials", [key]))
 
-    def action_audit(self) -> None:
+    # ---- marks ----------------------------------------------------------------------------
+
+    def marked_keys(self) -> list[str]:
+        """The marked rows that still exist, in the order shown."""
+        known = {r.key for r in self.rows}
+        self.marks &= known
+        return [r.key for r in self.shown if r.key in self.marks] + sorted(
+            k for k in self.marks if k not in {r.key for r in self.shown})
+
+    def _targets(self) -> list[str]:
+        marked = self.marked_keys()
         key = self.selected_key()
+        return marked or ([key] if key else [])
+
+    def action_mark(self) -> None:
+        key = self.selected_key()
+        if key is None:
+            return
+        self.marks ^= {key}
+        self._render_table()
+        move(self.query_one(DataTable), "down")
+
+    def action_clear_marks(self) -> None:
+        self.marks.clear()
+        self._render_table()
+
+    def action_invert_marks(self) -> None:
+        self.marks ^= {r.key for r in self.shown}
+        self._render_table()
+
+    def action_write_marked(self, action: str) -> None:
+        keys = self._targets()
+        if keys:
+            self.app.write_marked(action, keys)  # type: ignore[attr-defined]
+
+    def action_audit(self) -> None:
+        marked = self.marked_keys()
+        if len(marked) > 1:
+            from tui.screens.describe import DescribeScreen, audit_fields
+
+            self.app.push_screen(DescribeScreen(f"Audit of {len(marked)} marked run(s)",
+                                                audit_fields(self.evaldesk, marked)))
+            return
+        key = marked[0] if marked else self.selected_key()
         if key:
             self.post_message(OpenView("audit", [key]))
 
@@ -407,9 +457,9 @@ class ExperimentsScreen(Screen[None]):
             self.post_message(OpenView("results", [key]))
 
     def action_report(self) -> None:
-        key = self.selected_key()
-        if key:
-            self.post_message(RequestReport([key]))
+        keys = self._targets()
+        if keys:
+            self.post_message(RequestReport(keys))
 
     def action_monitor(self) -> None:
         key = self.selected_key()
@@ -475,6 +525,13 @@ class ExperimentsScreen(Screen[None]):
         elif self.filter.pattern is not None:
             self._apply_filter("")
 
+    def apply_filter(self, text: str) -> None:
+        """Show only the rows `text` matches (as `/` does), from `:` too."""
+        self._apply_filter(text)
+
+    def focus_after_command(self) -> None:
+        self.query_one(DataTable).focus()
+
     def _apply_filter(self, text: str) -> None:
         self.filter = RowFilter.parse(text)
         if self.filter.pattern is not None:
@@ -493,12 +550,8 @@ class ExperimentsScreen(Screen[None]):
         self.query_one(DataTable).focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # while the filter is being typed, letters belong to it
+        # while the filter or the command line is typed in, letters (and enter) belong to it
         if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter", "report",
-                      "open_trials", "describe"):
-            try:
-                if self.query_one("#filter", Input).has_focus:
-                    return False
-            except Exception:
-                return True
+                      "open_trials", "describe", "mark", "invert_marks", "write_marked", "clear_marks"):
+            return not isinstance(self.focused, Input)
         return True
