@@ -42,6 +42,7 @@ from tui.actions import GLOBAL, bindings_for
 from tui.command_runs import close_run, command_of
 from tui.context import CommandRun, LogEntry
 from tui.leaderboard_poll import AuditsRefreshed, LeaderboardRead
+from tui.marked import MarkedPlans
 from tui.messages import (
     ChromeChanged,
     ClearLog,
@@ -65,6 +66,7 @@ from tui.palette import EvaldeskCommands
 from tui.wording import source_problem
 from tui.write_recovery import RecoveryFlow, guarded
 from widgets.ids import shorten
+from widgets.notice_line import NoticeLine
 
 DEMO_LABEL = "demo"
 TRIM_MIN_TRIALS = 20_000
@@ -616,6 +618,81 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             return
         self.push_screen(HelpScreen(self.screen))
 
+    # ---- `:` (tui/commandline.py) -------------------------------------------------------
+
+    def action_command_line(self) -> None:
+        from tui.commandline import CommandLine, commands
+
+        screen = self.screen
+        if isinstance(screen, ModalScreen):
+            self.action_command_palette()  # a dialog keeps its own keys; the palette lists them
+            return
+        if not screen.query(CommandLine):
+            line = CommandLine(commands(self, screen))
+            line.cursor_blink = self.cursor_blink
+            footer = screen.query("KeyFooter")
+            screen.mount(line, before=footer.first() if footer else None)
+            line.focus()
+
+    def _current_keys(self) -> list[str]:
+        """The rows a view command acts on: the marked ones, else the one under the cursor."""
+        screen = self.screen
+        marked = getattr(screen, "marked_keys", None)
+        if callable(marked) and marked():
+            return list(marked())
+        selected = getattr(screen, "selected_key", None)
+        if callable(selected):
+            key = selected()
+            return [key] if key else []
+        key = getattr(screen, "key", None)
+        if isinstance(key, str):
+            return [key]
+        keys = getattr(screen, "keys", None)
+        return list(keys) if isinstance(keys, list) else []
+
+    async def action_view(self, name: str) -> None:
+        from tui.screens.experiments import ExperimentsScreen
+
+        if name == "list":
+            while len(self.screen_stack) > 2 and not isinstance(self.screen, ExperimentsScreen):
+                self.pop_screen()
+        elif name == "journal":
+            from tui.screens.journal import JournalScreen
+
+            self.push_screen(JournalScreen())
+        elif name == "log":
+            self.action_show_log()
+        elif name == "help":
+            self.action_help()
+        elif name == "quit":
+            await self.action_quit()
+        elif name in ("audit", "monitor"):
+            keys = self._current_keys()
+            self.post_message(OpenView(name, keys if name == "monitor" else keys[:1]))
+        else:
+            self.post_message(OpenView(name, self._current_keys()[:1]))
+
+    async def action_show_source(self, label: str) -> None:
+        """`:<source or host>`: the list, showing only that source's rows."""
+        import re
+
+        from tui.screens.experiments import ExperimentsScreen
+
+        await self.action_view("list")
+        home = self.screen
+        if isinstance(home, ExperimentsScreen):
+            home.apply_filter(re.escape(label))
+
+    def _refresh_notifications(self) -> None:
+        # Textual's hook for every notice raised, expired or cleared: the screen's line shows it
+        super()._refresh_notifications()
+        try:
+            lines = list(self.screen.query(NoticeLine))
+        except Exception:  # no screen yet, or one being torn down
+            return
+        for line in lines:
+            line.show(self._notifications)
+
     def action_show_log(self) -> None:
         from tui.screens.log import LogScreen
 
@@ -833,7 +910,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             return
         await self._plan(action, key, exp)
 
-    async def _plan_undo(self, key: str, exp: Experiment) -> None:
+    async def undo_request(self, key: str, exp: Experiment) -> UndoRequest | None:
+        """The newest undoable write of `exp` and its preview, or None when there is none."""
         from services.remediations.records import UNDOABLE
         from services.remediations.registry import records_for
 
@@ -845,15 +923,57 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         records = sorted(records + await local_records(self.write_path, key), key=lambda r: r.created_at,
                          reverse=True)
         if not records:
-            self.post_message(WriteDone("undo", key, f"{exp.id}: nothing to undo (no applied write in its "
-                                        "quarantine)", rescan=False))
-            return
+            return None
         record = records[0]
         from services.remediations import registry
 
         ctx = registry.context(record.action, source, self.config)
         lines, blocked = await self.write_path.undo_preview(record, ctx)
-        self.post_message(PlanReady("undo", key, UndoRequest(record, lines, blocked)))
+        return UndoRequest(record, lines, blocked)
+
+    async def _plan_undo(self, key: str, exp: Experiment) -> None:
+        req = await self.undo_request(key, exp)
+        if req is None:
+            self.post_message(WriteDone("undo", key, f"{exp.id}: nothing to undo (no applied write in its "
+                                        "quarantine)", rescan=False))
+            return
+        self.post_message(PlanReady("undo", key, req))
+
+    # ---- a write on every marked run (tui/marked.py) ---------------------------------------
+
+    def write_marked(self, action: str, keys: list[str]) -> None:
+        from tui.marked import plan_all
+
+        why = self.write_refusal(action)
+        if why is not None:
+            self.record("warning", action, why)
+            return
+        self.run_worker(plan_all(self, action, keys), name=f"plan {action}", group="plan", exclusive=True,
+                        exit_on_error=False, description=f"{action} preview for {len(keys)} marked run(s)")
+
+    @on(MarkedPlans)
+    def _on_marked_plans(self, message: MarkedPlans) -> None:
+        from tui.marked import apply_all, preview
+        from tui.screens.confirm import ConfirmScreen
+
+        title, lines, todo = preview(message.action, message.plans)
+
+        def answered(confirmed: bool | None) -> None:
+            if not confirmed:
+                self.record("information", message.action, f"{message.action} cancelled: nothing changed",
+                            notify=False)
+                return
+            if self._writing:
+                self.record("warning", message.action, "another write is still running")
+                return
+            self._writing = True
+            self.run_worker(apply_all(self, message.action, message.plans), name=message.action, group="write",
+                            exclusive=False, exit_on_error=False,
+                            description=f"{message.action} of {todo} marked run(s)")
+
+        refusal = self.write_refusal(message.action) or (None if todo else "nothing to change in the marked runs")
+        self.push_screen(ConfirmScreen(title, lines, confirm_label=f"Apply to {todo} run(s)", action=message.action,
+                                       refusal=refusal), callback=answered)
 
     @on(PlanReady)
     def _on_plan_ready(self, message: PlanReady) -> None:

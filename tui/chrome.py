@@ -52,42 +52,53 @@ class ConsoleHeader(Widget):
         app = console(self)
         width = self.size.width or 80
         text = Text.assemble((" evaldesk ", "bold reverse"), (f" {term_safe(self.title)} ", "bold"))
+        # the indicators a person must not miss go at the right and are never cut; where the
+        # data comes from and when it was read take the room left between
+        flags = Text()
+        if app.paused:
+            flags.append(" │ ", style="dim")
+            flags.append(" PAUSED ", style="bold black on yellow")
+        for label, (count, reason) in list(app.poll_failures.items())[:1]:
+            flags.append(" │ ", style="dim")
+            wait = app.next_poll_in.get(label)
+            retry = f", retry in {wait:.0f}s" if wait and wait >= 10 else f", retry in {wait:.1f}s" if wait else ""
+            down = Text(f"{term_safe(label)[:14]} down ×{count}: {term_safe(reason)}{retry}", style="bold red")
+            down.truncate(max(16, width // 3), overflow="ellipsis")
+            flags.append(down)
+        if app.read_only:
+            flags.append(" │ ", style="dim")
+            flags.append(" READ-ONLY ", style="bold black on yellow")
+        if app.error_count:
+            flags.append(" │ ", style="dim")
+            flags.append(f"{app.error_count} err (L)", style="bold red")
+        middle = Text()
         # a source's label is its path or URL: shown escaped, like every name from outside
         labels = [term_safe(s.label) for s in app.sources] or ["no sources"]
-        text.append("│ ", style="dim")
+        middle.append("│ ", style="dim")
         src = ", ".join(labels)
         if len(src) > 24:
             src = f"{labels[0][:18]}… +{len(labels) - 1}" if len(labels) > 1 else src[:23] + "…"
-        text.append(src)
+        middle.append(src)
         scans = app.scan_state
         if scans:
             label, (done, total) = next(iter(scans.items()))
             label = term_safe(label)
             pct = f" {100 * done // total}%" if total else ""
-            text.append(" │ ", style="dim")
-            text.append(f"scanning {label[:12]} {done:,}/{total:,}" if total else f"scanning {label[:12]}…")
-            text.append(pct)
-            text.append(" " + bar(done, total, 8), style="bold blue")
+            middle.append(" │ ", style="dim")
+            middle.append(f"scanning {label[:12]} {done:,}/{total:,}" if total else f"scanning {label[:12]}…")
+            middle.append(pct)
+            middle.append(" " + bar(done, total, 8), style="bold blue")
         elif app.last_refresh is not None:
-            text.append(" │ ", style="dim")
-            text.append(f"read {app.last_refresh.astimezone().strftime('%H:%M:%S')}")
+            middle.append(" │ ", style="dim")
+            middle.append(f"read {app.last_refresh.astimezone().strftime('%H:%M:%S')}")
             fresh = verified_age(app.experiments())
             if fresh is not None:
                 # a poll re-checks finished trials on a rotation; say how old the oldest check is
-                text.append(f" · finished verified {fresh}s ago", style="dim")
-        if app.paused:
-            text.append(" │ ", style="dim")
-            text.append(" PAUSED ", style="bold black on yellow")
-        for label, (count, reason) in list(app.poll_failures.items())[:1]:
-            text.append(" │ ", style="dim")
-            wait = app.next_poll_in.get(label)
-            retry = f", retry in {wait:.0f}s" if wait and wait >= 10 else f", retry in {wait:.1f}s" if wait else ""
-            text.append(f"{term_safe(label)[:14]} down ×{count}: {term_safe(reason)}{retry}", style="bold red")
-        if app.read_only:
-            text.append(" │ ", style="dim")
-            text.append(" READ-ONLY ", style="bold black on yellow")
-        if app.error_count:
-            text.append(" │ ", style="dim")
-            text.append(f"{app.error_count} err (L)", style="bold red")
+                middle.append(f" · finished verified {fresh}s ago", style="dim")
+        room = width - len(text) - len(flags)
+        if room < len(middle):
+            middle.truncate(max(0, room), overflow="ellipsis")
+        text.append(middle)
+        text.append(flags)
         text.truncate(width, overflow="ellipsis")
         return text

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from textual import events
+from textual.screen import ModalScreen
 from textual.widgets import Footer
+
+from widgets.notice_line import NoticeLine
 
 # below this many columns the palette hint (17 of them) would push the screen's last keys,
 # `? Help` among them, off the line; `?` and the help screen still name ctrl+p
@@ -13,3 +16,9 @@ NARROW_BELOW = 100
 class KeyFooter(Footer):
     def on_resize(self, event: events.Resize) -> None:
         self.show_command_palette = event.size.width >= NARROW_BELOW
+
+    def on_mount(self) -> None:
+        # every full screen has a notice line; a dialog's notices belong to the screen under it
+        if not isinstance(self.screen, ModalScreen) and not self.screen.query(NoticeLine):
+            self.screen.mount(NoticeLine())
+            self.app.call_later(self.app._refresh_notifications)

@@ -147,7 +147,8 @@ def run_labels(runs: Sequence[tuple[str, str | None, str | None]], width: int) -
 def trial_label(name: str, width: int) -> str:
     """A trial's name at most `width` cells with its task always in it: `<task>__<suffix>` loses
     the repeated owner of a SWE-bench task (`scikit-learn__scikit-learn-26104` →
-    `scikit-learn-26104`), then the suffix's tail, then the task's front — never the task's end."""
+    `scikit-learn-26104`), then the suffix's tail, the suffix, then the task's front — never the
+    task's end."""
     if len(name) <= width:
         return name
     task, sep, suffix = name.rpartition("__")
@@ -156,8 +157,7 @@ def trial_label(name: str, width: int) -> str:
     owner, sep2, repo = task.partition("__")
     if sep2 and repo.startswith(owner):
         task = repo
-    for suf in (suffix, suffix[:4]):
-        label = f"{task}__{suf}"
+    for label in (f"{task}__{suffix}", f"{task}__{suffix[:4]}", task):
         if len(label) <= width:
             return label
     room = width - len(suffix[:4]) - 2

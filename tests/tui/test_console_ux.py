@@ -37,14 +37,15 @@ def test_ids_keep_the_part_that_tells_rows_apart() -> None:
     assert distinguishing(["x_laion-SERA-14B", "x_laion-SERA-4B"], 20) == ["14B", "4B"]
 
 
-def test_experiment_ids_drop_benchmark_and_timestamp_unless_two_runs_share_them() -> None:
+def test_experiment_ids_keep_benchmark_model_and_date_and_the_time_when_two_runs_share_a_day() -> None:
     a = Experiment(id="terminal_bench_2_laion-M_2026-11-19__10-45-00", source="harbor",
                    benchmark_from_dir="terminal_bench_2")
     b = a.model_copy(update={"id": "terminal_bench_2_laion-M_2026-11-20__09-00-00"})
     c = a.model_copy(update={"id": "terminal_bench_2_laion-Other_2026-11-19__10-45-00"})
     labels = id_labels([a, b, c], 24)
-    assert labels[2] == "laion-Other" and labels[0] != labels[1]
-    assert all("2026-11" in x for x in labels[:2])
+    assert labels == ["tb2 laion-M 11-19", "tb2 laion-M 11-20", "tb2 laion-Other 11-19"]
+    d = a.model_copy(update={"id": "terminal_bench_2_laion-M_2026-11-19__18-00-00"})
+    assert id_labels([a, d], 24) == ["tb2 laion-M 11-19 10:45", "tb2 laion-M 11-19 18:00"]
 
 
 def test_one_census_wording() -> None:

@@ -45,12 +45,13 @@ def fingerprint(app: EvaldeskApp) -> tuple[Any, ...]:
                         app.focused.id if app.focused else None]
     if isinstance(s, ExperimentsScreen):
         t = s.query_one(DataTable)
-        parts += [s.sort_col, s.sort_reverse, s.filter.text, s.query_one("#filter", Input).display, t.cursor_row]
+        parts += [s.sort_col, s.sort_reverse, s.filter.text, s.query_one("#filter", Input).display, t.cursor_row,
+                  sorted(s.marks)]
     elif isinstance(s, TrialsScreen):
         tail = s.query_one(LogTail)
         parts += [s.grouped, s.status_filter, s.focus_filter, s.file_index, s._panel, s.table.cursor,
                   tail.wrap, tail.follow, tail.current_match, s.has_class("-show-diagnose"),
-                  tail.has_class("-searching"), tail.title]
+                  tail.has_class("-searching"), tail.title, s.has_class("-zoom-log"), sorted(s.marks)]
     elif isinstance(s, AuditScreen):
         parts += [s.query_one(Checklist).highlighted]
     elif isinstance(s, MonitorScreen):
@@ -59,6 +60,10 @@ def fingerprint(app: EvaldeskApp) -> tuple[Any, ...]:
         parts += [s.query_one(DataTable).cursor_row]
     elif isinstance(s, HelpScreen):
         parts += [s.query_one("#help-keys", DataTable).scroll_y]
+    elif type(s).__name__ == "JournalScreen":
+        parts += [s.query_one(DataTable).cursor_row]
+    elif type(s).__name__ == "DescribeScreen":
+        parts += [s.query_one("#describe").scroll_y]
     elif isinstance(s, ConfirmScreen):
         parts += [s.query_one("#preview").scroll_y]
     return tuple(parts)
@@ -180,11 +185,22 @@ async def to_report(pilot: Pilot[Any]) -> None:
     await settle(pilot, 2)
 
 
+async def to_journal(pilot: Pilot[Any]) -> None:
+    from tui.screens.journal import JournalScreen
+
+    app = pilot.app
+    for i in range(3):  # a few writes to move through
+        app.journal.append(f"dedupe:{'begin' if i else 'apply'}", f"/jobs/j{i}", before=[], after=[])
+    app.push_screen(JournalScreen())
+    await settle(pilot, 2)
+
+
 SCREENS: dict[str, Step] = {
     "report": to_report, "recovery": to_recovery, "lock": to_lock, "command": to_command, "results": to_results,
     "inputs": to_inputs,
     "global": home, "experiments": home, "audit": to_audit, "trials": to_trials, "monitor": to_monitor,
-    "confirm": to_confirm, "help": keys("question_mark"), "log": to_log,
+    "confirm": to_confirm, "help": keys("question_mark"), "log": to_log, "describe": keys("d"),
+    "journal": to_journal,
 }
 
 
@@ -221,8 +237,8 @@ def moved_down_first(k: str = "j") -> Step:
 
 CASES: dict[str, Case] = {
     "app.help": Case(),
+    "app.command": Case(),
     "app.palette": Case(),
-    "app.palette_ctrl": Case(),
     "app.log": Case(),
     "app.refresh": Case(check=scanned),
     "app.pause": Case(),
@@ -335,6 +351,29 @@ CASES: dict[str, Case] = {
     "report.open": Case(),  # the opener is started, or the console says there is none (a log entry)
     "report.close": Case(),
     "report.close_q": Case(),
+    "experiments.describe": Case(),
+    "describe.close": Case(),
+    "describe.scroll_down": Case(),
+    "describe.scroll_up": Case(before=keys("pagedown")),
+    "describe.scroll_page_down": Case(),
+    "describe.scroll_page_up": Case(before=keys("pagedown")),
+    "trials.focus": Case(),
+    "experiments.mark": Case(),
+    "experiments.clear_marks": Case(before=keys("space")),
+    "experiments.invert_marks": Case(),
+    "experiments.dedupe": Case(before=keys("j", "space", "space")),  # two marked: one combined preview
+    "experiments.resume": Case(),
+    "experiments.undo": Case(),  # nothing to undo yet: the preview says so and offers nothing
+    "trials.mark": Case(),
+    "trials.clear_marks": Case(before=keys("space")),
+    "trials.invert_marks": Case(),
+    "journal.close": Case(),
+    "journal.close_q": Case(),
+    "journal.cursor_down": Case(),
+    "journal.cursor_up": Case(before=keys("j")),
+    "journal.cursor_top": Case(before=keys("j")),
+    "journal.cursor_bottom": Case(),
+    "trials.zoom": Case(),
 }
 
 
@@ -360,6 +399,7 @@ async def reset_home(pilot: Pilot[Any]) -> None:
     home_screen = app.screen
     assert isinstance(home_screen, ExperimentsScreen), type(home_screen)
     home_screen.sort_col, home_screen.sort_reverse = "age", False
+    home_screen.marks.clear()
     home_screen._apply_filter("")
     home_screen.query_one("#filter", Input).display = False
     home_screen.query_one(DataTable).focus()

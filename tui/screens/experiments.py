@@ -19,39 +19,23 @@ from services.core.models import AuditReport, Experiment, State
 from services.core.text import term_safe
 from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
+from tui.batch_table import Column, column_widths
 from tui.chrome import ConsoleHeader, bar
 from tui.context import ConsoleState, console
 from tui.external import copy_location
 from tui.messages import CommandChanged, HandOver, OpenView, RequestReport, SnapshotUpdated
 from tui.navigation import move
 from widgets.footer import KeyFooter
-from widgets.ids import distinguishing, shorten
+from widgets.ids import run_labels, shorten
 from widgets.log_tail import regex_problem
 from widgets.state_badge import state_badge
 
-_HARBOR_STAMP = re.compile(r"[_-]?\d{4}-\d{2}-\d{2}__\d{2}-\d{2}-\d{2}$")
-
-
-def short_id(e: Experiment) -> str:
-    """Run dirs read <benchmark>_<model>_<timestamp>; the benchmark has its own column and
-    the timestamp its own age column, so the id column keeps the part between them."""
-    shown = e.id
-    prefix = e.benchmark_from_dir
-    if prefix and shown.startswith(prefix) and len(shown) > len(prefix) + 1:
-        shown = shown[len(prefix) + 1 :]
-    shown = _HARBOR_STAMP.sub("", shown)
-    return shown or e.id
-
 
 def id_labels(exps: list[Experiment], width: int) -> list[str]:
-    """The id column of the rows on screen: what tells them apart, at any width (the full id
-    is in the detail line). Two runs of one model and benchmark keep their timestamps."""
-    shorts = [term_safe(short_id(e)) for e in exps]
-    seen: dict[str, int] = {}
-    for s in shorts:
-        seen[s] = seen.get(s, 0) + 1
-    names = [term_safe(e.id) if seen[s] > 1 else s for e, s in zip(exps, shorts, strict=True)]
-    return distinguishing(names, width)
+    """The id column of the rows on screen: benchmark, model and date, or whatever else tells
+    them apart, at any width (the full id is in the detail line and `d`). The rule is the batch
+    tables' (widgets/ids.run_labels)."""
+    return run_labels([(term_safe(e.id), e.benchmark_from_dir, e.model) for e in exps], width)
 
 
 RUNNING_WORDS = {"resume": "resuming", "rerun": "re-running"}
@@ -192,10 +176,11 @@ class Row:
         raise KeyError(col)
 
 
-# fixed widths; the id column takes what is left
-WIDE = {"source": 8, "benchmark": 14, "model": 14, "state": 6, "progress": 13, "score": 5,
-        "errors": 5, "verdict": 11, "age": 3}
-COMPACT_COLS = ("id", "state", "progress", "score", "errors", "verdict", "age")
+# fixed widths; id, benchmark and model share what is left (and source when it says something)
+WIDE = {"state": 6, "progress": 13, "score": 5, "errors": 5, "verdict": 11, "age": 3}
+NARROW = {"state": 6, "progress": 9, "score": 5, "errors": 5, "verdict": 9, "age": 3}
+FLEXIBLE = ("source", "id", "benchmark", "model")
+COMPACT_COLS = ("source", "id", "state", "progress", "score", "errors", "verdict", "age")
 
 
 class ExperimentsScreen(Screen[None]):
@@ -213,6 +198,7 @@ class ExperimentsScreen(Screen[None]):
         self.compact: bool | None = None
         self.rows: list[Row] = []
         self.shown: list[Row] = []
+        self.marks: set[str] = set()  # row keys marked with space
 
     @property
     def evaldesk(self) -> ConsoleState:
@@ -254,16 +240,27 @@ class ExperimentsScreen(Screen[None]):
             return None
         return self.shown[table.cursor_row].key
 
-    def _columns(self, width: int) -> list[tuple[str, int]]:
+    def _columns(self, width: int, rows: list[Row] | None = None) -> list[tuple[str, int]]:
         compact = width < COMPACT_BELOW
-        cols = [c for c, _ in EXPERIMENT_COLUMNS if not compact or c in COMPACT_COLS]
-        fixed = {c: WIDE[c] for c in cols if c != "id"}
-        # cell padding is 1 each side; leave 2 for the scrollbar
-        room = width - 2 * len(cols) - 2 - sum(fixed.values())
-        out = []
-        for c in cols:
-            out.append((c, max(12, room) if c == "id" else fixed[c]))
-        return out
+        rows = self.rows if rows is None else rows
+        several = len({r.exp.source_label for r in rows}) > 1
+        # one source is named in the header: its column would say the same on every row
+        cols = [c for c, _ in EXPERIMENT_COLUMNS if (not compact or c in COMPACT_COLS)
+                and (c != "source" or several)]
+        fixed = NARROW if compact else WIDE
+        natural = {"source": [term_safe(r.exp.source_label) for r in rows],
+                   "id": [term_safe(r.exp.id) for r in rows],
+                   "benchmark": [term_safe(r.exp.benchmark or "—") for r in rows],
+                   "model": [term_safe((r.exp.model or "—").split("/")[-1]) for r in rows]}
+        spec = [Column(c, flexible=c in FLEXIBLE, weight={"id": 3, "source": 1}.get(c, 2)) for c in cols]
+        longest = max(len(rows), 1)
+        table = [[(natural[c][i] if c in natural and i < len(rows) else "x" * fixed.get(c, 0)) for c in cols]
+                 for i in range(longest)]
+        # cell padding is 1 each side (2 a column, so the batch rule's gap of 2 holds); 2 for the scrollbar
+        # a vertical scrollbar takes 2 columns once the rows outgrow the screen
+        scrollbar = 2 if len(rows) > max(0, (self.size.height or 24) - 7) else 0
+        widths = column_widths(spec, table, width - 1 - scrollbar)
+        return [(c, w if c in FLEXIBLE else fixed[c]) for c, w in zip(cols, widths, strict=True)]
 
     def rebuild(self) -> None:
         app = self.evaldesk
@@ -284,7 +281,9 @@ class ExperimentsScreen(Screen[None]):
         table = self.query_one(DataTable)
         width = self.size.width or self.app.size.width or 80
         compact = width < COMPACT_BELOW
-        keep = self.selected_key()
+        table_cursor = table.cursor_row
+        # the cursor stays on the first row while rows come in, until it is moved
+        keep = self.selected_key() if table_cursor > 0 else None
         columns = self._columns(width)
         self.compact = compact
 
@@ -303,8 +302,11 @@ class ExperimentsScreen(Screen[None]):
             if flt.matches(plain):
                 visible.append(row)
         id_width = dict(columns).get("id", 20)
-        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width), strict=True):
-            cells = [Text(label) if c == "id" else row.cell_text(c, compact, w) for c, w in columns]
+        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width - 2), strict=True):
+            # a marked row: ✓ before its label, the label bold
+            mark = row.key in self.marks
+            cells = [Text(("✓ " if mark else "  ") + label, style="bold" if mark else "") if c == "id"
+                     else row.cell_text(c, compact, w) for c, w in columns]
             if monitor is not None and monitor.warnings_for(row.key):
                 # a fake-execution rule holds (services/monitor/rules.py): the whole row turns red
                 for cell in cells:
@@ -328,6 +330,8 @@ class ExperimentsScreen(Screen[None]):
                 if row.key == keep:
                     table.move_cursor(row=i, animate=False)
                     break
+        else:
+            table.move_cursor(row=0, animate=False)
         self._update_status()
         self._update_detail()
 
@@ -337,6 +341,10 @@ class ExperimentsScreen(Screen[None]):
         total, shown = len(self.rows), len(self.shown)
         text.append(f"{shown} of {total} experiments" if shown != total else f"{total} experiments")
         text.append(f" · sort {labels[self.sort_col]} {'▼' if self.sort_reverse else '▲'}", style="dim")
+        marked = len(self.marked_keys())
+        if marked:
+            text.append(f" · {marked} marked", style="bold")
+            text.append(" (a R D X U act on them, ctrl+space clears)", style="dim")
         if self.filter.pattern is not None:
             text.append(" · filter ", style="dim")
             text.append(term_safe(self.filter.text), style="bold")
@@ -396,8 +404,50 @@ class ExperimentsScreen(Screen[None]):
         if key:
             self.post_message(OpenView("trials", [key]))
 
-    def action_audit(self) -> None:
+    # ---- marks ----------------------------------------------------------------------------
+
+    def marked_keys(self) -> list[str]:
+        """The marked rows that still exist, in the order shown."""
+        known = {r.key for r in self.rows}
+        self.marks &= known
+        return [r.key for r in self.shown if r.key in self.marks] + sorted(
+            k for k in self.marks if k not in {r.key for r in self.shown})
+
+    def _targets(self) -> list[str]:
+        marked = self.marked_keys()
         key = self.selected_key()
+        return marked or ([key] if key else [])
+
+    def action_mark(self) -> None:
+        key = self.selected_key()
+        if key is None:
+            return
+        self.marks ^= {key}
+        self._render_table()
+        move(self.query_one(DataTable), "down")
+
+    def action_clear_marks(self) -> None:
+        self.marks.clear()
+        self._render_table()
+
+    def action_invert_marks(self) -> None:
+        self.marks ^= {r.key for r in self.shown}
+        self._render_table()
+
+    def action_write_marked(self, action: str) -> None:
+        keys = self._targets()
+        if keys:
+            self.app.write_marked(action, keys)  # type: ignore[attr-defined]
+
+    def action_audit(self) -> None:
+        marked = self.marked_keys()
+        if len(marked) > 1:
+            from tui.screens.describe import DescribeScreen, audit_fields
+
+            self.app.push_screen(DescribeScreen(f"Audit of {len(marked)} marked run(s)",
+                                                audit_fields(self.evaldesk, marked)))
+            return
+        key = marked[0] if marked else self.selected_key()
         if key:
             self.post_message(OpenView("audit", [key]))
 
@@ -407,13 +457,21 @@ class ExperimentsScreen(Screen[None]):
             self.post_message(OpenView("results", [key]))
 
     def action_report(self) -> None:
-        key = self.selected_key()
-        if key:
-            self.post_message(RequestReport([key]))
+        keys = self._targets()
+        if keys:
+            self.post_message(RequestReport(keys))
 
     def action_monitor(self) -> None:
         key = self.selected_key()
         self.post_message(OpenView("monitor", [key] if key else []))
+
+    def action_describe(self) -> None:
+        key = self.selected_key()
+        row = next((r for r in self.shown if r.key == key), None)
+        if row is not None:
+            from tui.screens.describe import DescribeScreen, describe_fields
+
+            self.app.push_screen(DescribeScreen(row.exp.id, describe_fields(row.exp, row.report)))
 
     def action_cursor(self, how: str) -> None:
         move(self.query_one(DataTable), how)
@@ -467,6 +525,13 @@ class ExperimentsScreen(Screen[None]):
         elif self.filter.pattern is not None:
             self._apply_filter("")
 
+    def apply_filter(self, text: str) -> None:
+        """Show only the rows `text` matches (as `/` does), from `:` too."""
+        self._apply_filter(text)
+
+    def focus_after_command(self) -> None:
+        self.query_one(DataTable).focus()
+
     def _apply_filter(self, text: str) -> None:
         self.filter = RowFilter.parse(text)
         if self.filter.pattern is not None:
@@ -485,11 +550,8 @@ class ExperimentsScreen(Screen[None]):
         self.query_one(DataTable).focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # while the filter is being typed, letters belong to it
-        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter", "report"):
-            try:
-                if self.query_one("#filter", Input).has_focus:
-                    return False
-            except Exception:
-                return True
+        # while the filter or the command line is typed in, letters (and enter) belong to it
+        if action in ("quit", "sort_next", "sort_reverse", "sort_by", "audit", "monitor", "filter", "report",
+                      "open_trials", "describe", "mark", "invert_marks", "write_marked", "clear_marks"):
+            return not isinstance(self.focused, Input)
         return True

@@ -61,11 +61,15 @@ class HelpScreen(ModalScreen[None]):
         self.entries.append(("ctrl+q", "Quit evaldesk", "everywhere", ""))
         table = self.query_one(DataTable)
         table.add_column("key", width=7, key="key")
-        table.add_column("does", key="does")
         # the id is what [keys] in the config remaps; shown where there is room for it
         self._show_ids = self.app.size.width >= 100
+        # the text wraps in a column as wide as the box allows, never cut (help.tcss: 90%, ≤ 100;
+        # the scrollbar takes 2)
+        box = min(100, self.app.size.width * 9 // 10) - 4
+        ids = 30 if self._show_ids else 0
+        table.add_column("does", key="does", width=max(20, box - 9 - 2 - 3 - ids - (2 if ids else 0)))
         if self._show_ids:
-            table.add_column(Text("id, for [keys]"), key="id")
+            table.add_column(Text("id, for [keys]"), key="id", width=ids)
         inp = self.query_one(Input)
         inp.cursor_blink = getattr(self.app, "cursor_blink", True)
         self._fill("")
@@ -84,9 +88,9 @@ class HelpScreen(ModalScreen[None]):
             if q:
                 cell.highlight_words([q], style="reverse", case_sensitive=False)
             if self._show_ids:
-                table.add_row(Text(key, style="bold"), cell, Text(binding_id, style="dim"))
+                table.add_row(Text(key, style="bold"), cell, Text(binding_id, style="dim"), height=None)
             else:
-                table.add_row(Text(key, style="bold"), cell)
+                table.add_row(Text(key, style="bold"), cell, height=None)
 
     @on(Input.Changed, "#help-filter")
     def _on_filter(self, event: Input.Changed) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
@@ -28,14 +28,16 @@ class InputsScreen(ModalScreen[dict[str, int] | None]):
         self.fields = fields
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="inputs-dialog") as box:
+        # the fields scroll; the error, the hint and the buttons stay in view at any height
+        with Vertical(id="inputs-dialog") as box:
             box.border_title = "Needs input"
             yield Static(Text(self.title_text), id="inputs-title")
-            for f in self.fields:
-                yield Static(Text(f.label), classes="field-label")
-                yield Static(Text(f.guidance), classes="field-guidance")
-                yield Input(value="" if f.suggested is None else str(f.suggested), id=f"input-{f.name}",
-                            type="integer", placeholder=f.name)
+            with VerticalScroll(id="inputs-fields"):
+                for f in self.fields:
+                    yield Static(Text(f.label), classes="field-label")
+                    yield Static(Text(f.guidance), classes="field-guidance")
+                    yield Input(value="" if f.suggested is None else str(f.suggested), id=f"input-{f.name}",
+                                type="integer", placeholder=f.name)
             yield Static("", id="inputs-error")
             yield Static(Text("Suggested values are filled in; nothing is launched before the next dialog's "
                               "preview. enter goes on, esc cancels.", style="dim"))

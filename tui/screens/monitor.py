@@ -36,7 +36,7 @@ from tui.external import copy_location
 from tui.messages import OpenView, PollingChanged, SnapshotUpdated
 from tui.navigation import move
 from widgets.footer import KeyFooter
-from widgets.ids import distinguishing
+from widgets.ids import trial_label
 from widgets.plots import Line, PlotData, SeriesPlot
 from widgets.state_badge import state_badge
 
@@ -311,7 +311,7 @@ class MonitorScreen(Screen[None]):
         # the activity column takes what is left, so the table never scrolls sideways;
         # too narrow for it, it goes
         width = table.size.width or 60
-        cols = {"trial": 24, "running": 8, "idle": 7}
+        cols = {"trial": max(24, width // 3), "running": 8, "idle": 7}
         if width < 60:
             cols = {"trial": 18, "running": 7, "idle": 7}
         room = width - sum(cols.values()) - 2 * (len(cols) + 1) - 2
@@ -320,7 +320,7 @@ class MonitorScreen(Screen[None]):
         table.clear(columns=True)
         for col, w in cols.items():
             table.add_column(col, key=col, width=w)
-        names = distinguishing([term_safe(r.trial_name) for r in reading.running], cols["trial"])
+        names = [trial_label(term_safe(r.trial_name), cols["trial"]) for r in reading.running]
         for r, name in zip(reading.running, names, strict=True):
             style = "bold red" if r.path in stuck else ("yellow" if r.dispatched else "")
             cells = [

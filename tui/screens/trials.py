@@ -43,7 +43,7 @@ from tui.navigation import move
 from widgets.diagnose import DiagnoseInfo, DiagnosePanel
 from widgets.footer import KeyFooter
 from widgets.ids import shorten
-from widgets.log_tail import ErrorReader, FSReader, LogTail
+from widgets.log_tail import ErrorReader, FSReader, LogTail, LogView
 from widgets.trial_table import (
     GROUP_COLUMNS,
     Column,
@@ -158,6 +158,7 @@ class TrialsScreen(Screen[None]):
         self._opened_key: tuple[str, str] | None = None
         self._select_timer: Timer | None = None
         self._panel = "log"
+        self.marks: set[str] = set()  # trial paths marked with space
 
     # ------------------------------------------------------------------ host
     @property
@@ -322,6 +323,8 @@ class TrialsScreen(Screen[None]):
             report = self.host.audit(self.key)
             after = report.trials.get("valid_after_dedupe") if report is not None else None
             line2.append(census_words(exp.counts, valid_after_dedupe=after))
+        if self.marks:
+            line2.append(f"  · {len(self.marks)} marked (x resumes them, ctrl+space clears)", style="bold")
         self.query_one("#trials-title", Static).update(Text("\n").join([line1, line2]))
 
     @on(SnapshotUpdated)
@@ -541,10 +544,28 @@ class TrialsScreen(Screen[None]):
         self.status_filter = None
         self.refresh_rows()
 
+    def action_mark(self) -> None:
+        trial = self.selected_trial()
+        if trial is None:
+            return
+        self.marks ^= {trial.path}
+        self._update_title()
+        move(self.table, "down")
+
+    def action_clear_marks(self) -> None:
+        self.marks.clear()
+        self._update_title()
+
+    def action_invert_marks(self) -> None:
+        self.marks ^= {self.trials[i].path for i in self.rows}
+        self._update_title()
+
     def action_resume_shown(self) -> None:
-        """Resume exactly the errored trials on screen: the highlighted group when grouped,
-        else the rows the filters leave (f: one failure, s: a status, a: one task)."""
-        if self.grouped:
+        """Resume exactly the errored trials on screen: the marked ones, else the highlighted
+        group when grouped, else the rows the filters leave (f: one failure, s: a status, a: one task)."""
+        if self.marks:
+            chosen = [t for t in self.trials if t.path in self.marks]
+        elif self.grouped:
             index = self.table.cursor
             if not self.groups or not 0 <= index < len(self.groups):
                 return
@@ -557,6 +578,22 @@ class TrialsScreen(Screen[None]):
             self.notify("no errored trial among those shown: filter them with f, s or g first", severity="warning")
             return
         self.post_message(RequestPlan("resume", self.key, {"paths": paths}))
+
+    def action_switch_focus(self) -> None:
+        if self.table.has_focus and not self.has_class("-zoom-log"):
+            self.log_tail.query_one(LogView).focus()
+        else:
+            self.table.focus()
+
+    def action_zoom_log(self) -> None:
+        zoom = not self.has_class("-zoom-log")
+        self.set_class(zoom, "-zoom-log")
+        if zoom:
+            self._panel = "log"
+            self.set_class(False, "-show-diagnose")
+            self.log_tail.query_one(LogView).focus()
+        else:
+            self.table.focus()
 
     def action_toggle_panel(self) -> None:
         self._panel = "diagnose" if self._panel == "log" else "log"
