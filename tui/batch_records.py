@@ -146,6 +146,7 @@ async def _one(args: argparse.Namespace, config: Config, write_path: WritePath, 
             return {"target": job, "record": None, "status": None, "restored" if command == "undo" else "done": [],
                     "message": f"nothing to {command}: {what}", "notes": notes}
         ctx = registry.context(record.action, source, config)
+        ctx.resources["force"] = bool(getattr(args, "force", False))  # a person looked on the host
         rec: Record = record
         if command == "undo":
             lines, _ = await write_path.undo_preview(rec, ctx)

@@ -131,8 +131,8 @@ async def _apply(plan: Plan, exp: Experiment, src: Source, config: Config, write
     n = len(plan.meta.get("rerun", []))
     if failed:
         dropped = result.get("exit_code") is None
-        how = (f"look on {plan.host or 'this machine'} that nothing runs, then `evaldesk --batch undo {record.id} "
-               "--force` puts them back" if dropped else
+        how = (f"`evaldesk --batch undo {record.id}` asks {plan.host or 'this machine'} whether the command still "
+               "runs and puts them back once it has ended" if dropped else
                f"`evaldesk --batch undo {record.id}` puts them back while the job has no new trials")
         err.write(f"evaldesk: {exp.id}: the resume command failed ({failed}); the {n} trial(s) set aside stay in "
                   f"{plan.meta.get('aside')} — {how}\n")

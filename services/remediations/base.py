@@ -267,6 +267,7 @@ class WritePath:
             if progress:
                 progress(i, n, getattr(step, "label", "") or plan.action)
             ctx.checkpoint = _step_checkpoint(i)
+            ctx.note = _step_note(store, i)
             try:
                 result = await do_step(step, ctx)
                 checkpoint(f"step:{i}:ran")
@@ -521,6 +522,7 @@ class WritePath:
                     if progress:
                         progress(i, n, getattr(step, "label", "") or record.action)
                     ctx.checkpoint = _step_checkpoint(i)
+                    ctx.note = _step_note(store, i)
                     try:
                         result = await do_step(step, ctx)
                     except Exception as exc:
@@ -537,7 +539,11 @@ class WritePath:
                         record.results[i] = result
                     await store.mark(step=i, state="done", result=result or None)
                 elif not record.done[i]:
-                    await store.mark(step=i, state="done")
+                    # a command that ended while nobody watched: its record says so from now on
+                    kept = step.result if isinstance(step, ExternalStep) and step.result else None
+                    await store.mark(step=i, state="done", result=kept)
+                    if kept:
+                        record.results[i] = kept
                 record.done[i] = True
             try:
                 await self._verify(record, store, ctx)
@@ -709,6 +715,13 @@ async def _remove_record_files(store: RecordStore) -> None:
 
 def _step_checkpoint(i: int) -> Callable[[str], None]:
     return lambda name: checkpoint(f"step:{i}:{name}")
+
+
+def _step_note(store: RecordStore, i: int) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    async def note(result: dict[str, Any]) -> None:
+        # durable before the step goes on: the record says what may be running
+        await store.mark(step=i, state="started", result=result)
+    return note
 
 
 async def _remove_tmp_leftovers(fs: JobFS, path: str) -> None:
