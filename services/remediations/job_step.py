@@ -104,7 +104,8 @@ def env_problem(env_from: dict[str, str], label: str) -> str | None:
 async def new_trial_dirs(step: ExternalStep, ctx: StepContext) -> list[str]:
     """Dirs in the job that were not there when the command started (hidden ones aside)."""
     job = str(step.args["job_dir"])
-    remaining = set(step.args.get("remaining") or [])
+    # what the plan set aside is not new when an interrupted undo already put some of it back
+    remaining = set(step.args.get("remaining") or []) | set(step.args.get("moved") or [])
     names = await ctx.fs.list_dir(job)
     out = []
     for name in sorted(names):

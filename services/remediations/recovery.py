@@ -171,7 +171,9 @@ def merge(*groups: Iterable[Pending]) -> list[Pending]:
     seen: dict[str, Pending] = {}
     for group in groups:
         for p in group:
-            seen.setdefault(p.id, p)
+            # read from the record itself (it has a user): newer than this machine's index
+            if p.id not in seen or (p.user and not seen[p.id].user):
+                seen[p.id] = p
     return sorted(seen.values(), key=lambda p: (p.created_at or datetime.min.replace(tzinfo=UTC), p.id))
 
 

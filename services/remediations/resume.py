@@ -223,7 +223,7 @@ def set_aside_plan(*, action: str, title: str, job_dir: str, trials: Sequence[Se
         steps.append(ExternalStep(handler=HANDLER, label=f"{action}: {argv[0]}", inverse=True, args={
             "argv": list(argv), "cwd": cwd, "env_from": dict(env_from or {}), "ok_codes": [0], "kind": "resume",
             "job_dir": job_dir, "remaining": sorted(remaining), "aside": aside, "follow": job_dir,
-            "record": record_id,
+            "record": record_id, "moved": sorted({s.rel.split("/")[0] for s in [*trials, *keep]}),
         }))
     where = host or "this machine"
     by_label = Counter(s.label for s in trials)
