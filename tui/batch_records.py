@@ -21,7 +21,7 @@ from services.remediations import recovery
 from services.remediations.base import WritePath
 from services.remediations.errors import LockHeld
 from services.remediations.lock import LockOwner
-from services.remediations.records import UNDOABLE, UNFINISHED, Record
+from services.remediations.records import FINAL, UNDOABLE, UNFINISHED, Record, aside_root
 from services.remediations.steps import StepContext, step_text
 
 T = TypeVar("T")
@@ -125,6 +125,11 @@ async def _one(args: argparse.Namespace, config: Config, write_path: WritePath, 
 
     want = UNDOABLE if command == "undo" else UNFINISHED
     entry = None if (os.path.exists(spec) or "://" in spec) else write_path.index.find(spec)
+    if entry is not None and entry.get("status") in FINAL and not (entry.get("location") or {}).get("on_target"):
+        status = str(entry.get("status")).replace("_", " ")
+        return {"target": entry.get("target"), "record": entry.get("id"), "status": entry.get("status"),
+                "restored" if command == "undo" else "done": [],
+                "message": f"nothing to {command}: record {entry.get('id')} is already {status}", "notes": []}
     if command == "undo" and entry is not None and not (entry.get("location") or {}).get("on_target"):
         # a record kept on this machine (leaderboard rows, a moved run dir): its context needs no job dir
         from tui.batch_leaderboard import undo_local
@@ -134,9 +139,14 @@ async def _one(args: argparse.Namespace, config: Config, write_path: WritePath, 
     try:
         if record is None or record.status not in want:
             ctx = StepContext(source.fs())
-            cleared = await write_path.clear_dead_lock(ctx, job)
-            notes = [f"removed the lock left by {cleared.describe()}: that process is gone and its write "
-                     "never began (or had ended), so nothing was changed"] if cleared else []
+            notes = []
+            stale = bool(getattr(args, "break_lock", False))
+            # the job's own lock, and the one beside it (a resume's, with its records)
+            for target, root in ((job, None), (aside_root(job), aside_root(job))):
+                cleared = await write_path.clear_dead_lock(ctx, target, record_root=root, stale=stale)
+                if cleared:
+                    notes.append(f"removed the lock on {target} left by {cleared.describe()}: that process is gone "
+                                 "and its write never began (or had ended), so nothing was changed")
             if record is not None:
                 what = f"record {record.id} is {record.status.replace('_', ' ')}"
             elif command == "undo":
@@ -146,6 +156,7 @@ async def _one(args: argparse.Namespace, config: Config, write_path: WritePath, 
             return {"target": job, "record": None, "status": None, "restored" if command == "undo" else "done": [],
                     "message": f"nothing to {command}: {what}", "notes": notes}
         ctx = registry.context(record.action, source, config)
+        ctx.resources["force"] = bool(getattr(args, "force", False))  # a person looked on the host
         rec: Record = record
         if command == "undo":
             lines, _ = await write_path.undo_preview(rec, ctx)

@@ -20,10 +20,11 @@ from services.core.models import Experiment
 from services.core.source import Source, SourceUnavailable
 from services.remediations import registry, resume
 from services.remediations.base import WritePath
-from services.remediations.errors import StepFailed, WriteRefused
+from services.remediations.errors import LockHeld, StepFailed, WriteRefused
 from services.remediations.job_commands import printable
 from services.remediations.job_step import command_failed
 from services.remediations.records import Plan, Record
+from services.remediations.steps import StepContext
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,7 +79,8 @@ async def run_resume(args: Any, config: Config, exps: list[tuple[Source, Experim
             if args.apply:
                 err.write(f"evaldesk: {exp.id}: resume refused, nothing moved: {plan.blocked}\n")
         elif args.apply:
-            record = await _apply(plan, exp, src, config, write_path, err, progress, bump)
+            record = await _apply(plan, exp, src, config, write_path, err, progress, bump,
+                                  break_lock=bool(getattr(args, "break_lock", False)))
         else:
             bump(EXIT_ACTION)
         results.append((plan, record))
@@ -103,17 +105,31 @@ async def run_resume(args: Any, config: Config, exps: list[tuple[Source, Experim
 
 
 async def _apply(plan: Plan, exp: Experiment, src: Source, config: Config, write_path: WritePath, err: IO[str],
-                 progress: Any, bump: Any) -> Record | None:
+                 progress: Any, bump: Any, break_lock: bool = False) -> Record | None:
     progress(0, len(plan.steps), f"resume of {exp.id}: {len(plan.steps) - 1} trial dir(s), then the command")
 
     def on_output(stream: str, text: str) -> None:
         err.write(printable(text))
         err.flush()
 
+    async def run() -> Record:
+        return await registry.apply("resume", plan, exp.id, src, config, write_path,
+                                    progress=lambda i, n, m: progress(i, n, m), resources={"on_output": on_output})
+
     try:
-        record = await registry.apply("resume", plan, exp.id, src, config, write_path,
-                                      progress=lambda i, n, m: progress(i, n, m),
-                                      resources={"on_output": on_output})
+        try:
+            record = await run()
+        except LockHeld as held:
+            if not (break_lock and held.can_break and plan.lock_dir):
+                raise
+            # the lock of a writer that died before its write began, with what it left half made
+            ctx = StepContext(src.fs())
+            owner = await write_path.clear_dead_lock(ctx, plan.lock_dir, record_root=plan.lock_dir, stale=True)
+            if owner is None:
+                raise
+            err.write(f"evaldesk: broke the stale lock on {plan.lock_dir} held by {owner.describe()}: "
+                      f"{held.stale_reason}\n")
+            record = await run()
     except WriteRefused as exc:
         err.write(f"evaldesk: {exp.id}: resume refused, nothing moved: {exc}\n")
         bump(EXIT_ACTION)
@@ -131,8 +147,8 @@ async def _apply(plan: Plan, exp: Experiment, src: Source, config: Config, write
     n = len(plan.meta.get("rerun", []))
     if failed:
         dropped = result.get("exit_code") is None
-        how = (f"look on {plan.host or 'this machine'} that nothing runs, then `evaldesk --batch undo {record.id} "
-               "--force` puts them back" if dropped else
+        how = (f"`evaldesk --batch undo {record.id}` asks {plan.host or 'this machine'} whether the command still "
+               "runs and puts them back once it has ended" if dropped else
                f"`evaldesk --batch undo {record.id}` puts them back while the job has no new trials")
         err.write(f"evaldesk: {exp.id}: the resume command failed ({failed}); the {n} trial(s) set aside stay in "
                   f"{plan.meta.get('aside')} — {how}\n")

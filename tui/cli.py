@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dedupe --apply, undo, finish: break a stale lock in the way (a dead holder, or "
                         "one older than the limit) and say whose it was; a live holder's lock is never broken")
     p.add_argument("--force", action="store_true",
-                   help="undo: put a resume's trials back although its connection dropped mid-run (look first)")
+                   help="undo, finish: go on although the command a resume started may still run, or its "
+                        "connection dropped mid-run (look on the host first)")
     p.add_argument("--status", choices=("valid", "errored", "running"), help="trials: only this status")
     p.add_argument("--exception", metavar="TYPE", action="append",
                    help="trials: only this exception type; resume: re-run only these (repeat it, or A,B)")

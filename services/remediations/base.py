@@ -204,6 +204,7 @@ class WritePath:
             # a lock that cannot be removed is left to look stale (its pid is gone once we exit)
             with contextlib.suppress(OSError):
                 await lock.release()
+            await _remove_empty_aside(lock.fs, lock.target)
 
     async def _refuse_if_holder_left_unfinished(self, held: LockHeld, plan: Plan, ctx: StepContext) -> None:
         """A stale lock whose gone writer left its record unfinished is not something to break:
@@ -267,6 +268,7 @@ class WritePath:
             if progress:
                 progress(i, n, getattr(step, "label", "") or plan.action)
             ctx.checkpoint = _step_checkpoint(i)
+            ctx.note = _step_note(store, i)
             try:
                 result = await do_step(step, ctx)
                 checkpoint(f"step:{i}:ran")
@@ -403,17 +405,23 @@ class WritePath:
             await lock.acquire(action, record.id)
         return lock
 
-    async def clear_dead_lock(self, ctx: StepContext, target_dir: str) -> LockOwner | None:
+    async def clear_dead_lock(self, ctx: StepContext, target_dir: str, *, record_root: str | None = None,
+                              stale: bool = False) -> LockOwner | None:
         """Remove a lock whose holder is provably dead and whose write never began (no record)
         or already ended, together with what that write left half made; None when there is no
-        such lock. A lock of a live, remote or ownerless holder is left alone."""
+        such lock. A lock of a live, remote or ownerless holder is left alone — unless `stale`
+        (a person asked with --break-lock), when any lock that looks stale goes. Records live in
+        `record_root` (default: the target's quarantine)."""
         self._refuse_if_read_only("clearing a lock")
         lock = DirLock(ctx.fs, target_dir)
         found = await lock.inspect()
-        if found is None or found[0] is None or not provably_dead(found[0]):
+        if found is None:
             return None
-        owner = found[0]
-        rec_dir = posixpath.join(target_dir, QUARANTINE_DIR, owner.record) if owner.record else None
+        owner, reason = found
+        if not (provably_dead(owner) or (stale and reason is not None)):
+            return None
+        root = record_root or posixpath.join(target_dir, QUARANTINE_DIR)
+        rec_dir = posixpath.join(root, owner.record) if owner is not None and owner.record else None
         if rec_dir is not None:
             try:
                 rec = await RecordStore(ctx.fs, rec_dir).load()
@@ -423,14 +431,15 @@ class WritePath:
                 return None  # a record that cannot be read: a person has to look
             if rec is not None and rec.status not in FINAL:
                 return None  # an unfinished write: finish or undo it (that takes the lock over)
-        await self._break(lock, owner, "its holder is gone and its write never began or had ended")
+        await self._break(lock, owner, f"its holder is gone ({reason}) and its write never began or had ended")
         if rec_dir is not None and await ctx.fs.stat(posixpath.join(rec_dir, RECORD_FILE)) is None:
             # a crash while the record was being written leaves only a temporary file there
             with contextlib.suppress(OSError):
                 await _remove_own_tree(ctx.fs, rec_dir)
             with contextlib.suppress(OSError):
                 await ctx.fs.rmdir(posixpath.dirname(rec_dir))
-        return owner
+        await _remove_empty_aside(ctx.fs, target_dir)
+        return owner or LockOwner(host="?", pid=0, user="?", started_at=datetime.now(UTC))
 
     # -- undo, recovery ---------------------------------------------------------------------
 
@@ -521,6 +530,7 @@ class WritePath:
                     if progress:
                         progress(i, n, getattr(step, "label", "") or record.action)
                     ctx.checkpoint = _step_checkpoint(i)
+                    ctx.note = _step_note(store, i)
                     try:
                         result = await do_step(step, ctx)
                     except Exception as exc:
@@ -537,7 +547,11 @@ class WritePath:
                         record.results[i] = result
                     await store.mark(step=i, state="done", result=result or None)
                 elif not record.done[i]:
-                    await store.mark(step=i, state="done")
+                    # a command that ended while nobody watched: its record says so from now on
+                    kept = step.result if isinstance(step, ExternalStep) and step.result else None
+                    await store.mark(step=i, state="done", result=kept)
+                    if kept:
+                        record.results[i] = kept
                 record.done[i] = True
             try:
                 await self._verify(record, store, ctx)
@@ -648,6 +662,8 @@ class WritePath:
         if posixpath.basename(parent) == QUARANTINE_DIR:
             with contextlib.suppress(OSError):  # other records still live there
                 await fs.rmdir(parent)
+        else:
+            await _remove_empty_aside(fs, parent)
 
     # -- the journal ---------------------------------------------------------------------------
 
@@ -707,8 +723,30 @@ async def _remove_record_files(store: RecordStore) -> None:
             await store.fs.rmdir(posixpath.dirname(store.dir))
 
 
+async def _remove_empty_aside(fs: JobFS, root: str) -> None:
+    """`<jobs>/.evaldesk-quarantine/<job>` and the quarantine itself, when nothing is left in
+    them (rmdir only: anything still there stays)."""
+    top = posixpath.dirname(root.rstrip("/"))
+    if posixpath.basename(top) != QUARANTINE_DIR:
+        return
+    for d in (root, top):
+        try:
+            await fs.rmdir(d)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
+
+
 def _step_checkpoint(i: int) -> Callable[[str], None]:
     return lambda name: checkpoint(f"step:{i}:{name}")
+
+
+def _step_note(store: RecordStore, i: int) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    async def note(result: dict[str, Any]) -> None:
+        # durable before the step goes on: the record says what may be running
+        await store.mark(step=i, state="started", result=result)
+    return note
 
 
 async def _remove_tmp_leftovers(fs: JobFS, path: str) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from services.core.config import Config
 from services.core.source import Source, SourceUnavailable
@@ -25,6 +25,7 @@ from services.remediations.errors import WriteRefused
 from services.remediations.lock import DirLock, pid_alive
 from services.remediations.records import FINAL, UNDOABLE, UNFINISHED, Record, RecordIndex, RecordStore
 from services.remediations.registry import records_for
+from services.remediations.steps import ExternalStep
 from services.transport.fs import JobFS, LocalFS
 
 # a console reading many job dirs looks into this many quarantines at once
@@ -46,6 +47,7 @@ class Pending(BaseModel):
     machine: str | None = None
     pid: int | None = None
     error: str | None = None
+    command: str | None = Field(None, description="a command it started whose end nobody saw")
 
     @property
     def where(self) -> str:
@@ -58,9 +60,14 @@ class Pending(BaseModel):
         """One stderr line for batch, naming the two commands."""
         started = f", started {self.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if self.created_at else ""
         by = f" by {self.user}@{self.machine} pid {self.pid}" if self.user and self.machine else ""
+        running = f"; {self.command_line()}" if self.command else ""
         return (f"evaldesk: unfinished {self.action} {self.id} on {self.target} ({self.where}): {self.progress()}"
-                f"{started}{by} — `evaldesk --batch finish {self.id}` carries it on, "
+                f"{started}{by}{running} — `evaldesk --batch finish {self.id}` carries it on, "
                 f"`evaldesk --batch undo {self.id}` rolls it back")
+
+    def command_line(self) -> str:
+        return (f"it started {self.command}, which may still run: finish and undo wait until it has ended "
+                "(or --force, after a look on the host)")
 
     def summary(self) -> list[str]:
         """The lines of the console's dialog."""
@@ -74,6 +81,8 @@ class Pending(BaseModel):
             by = f" by {self.user}@{self.machine} pid {self.pid}" if self.user and self.machine else ""
             out.append(f"Started: {self.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC{by}")
         out.append(f"Record:  {self.id}")
+        if self.command:
+            out.append(f"Command: {self.command_line()}")
         if self.error:
             out.append(f"Error:   {self.error}")
         return out
@@ -83,7 +92,7 @@ class Pending(BaseModel):
         return cls(id=record.id, action=record.action, target=record.target, host=record.host,
                    status=record.status, n_done=record.n_done, n_steps=len(record.plan.steps),
                    created_at=record.created_at, user=record.user, machine=record.machine, pid=record.pid,
-                   error=record.error)
+                   error=record.error, command=_started_command(record))
 
     @classmethod
     def of_entry(cls, entry: dict[str, Any]) -> Pending:
@@ -92,6 +101,18 @@ class Pending(BaseModel):
                    host=entry.get("host"), status=str(entry.get("status")), n_done=int(entry.get("n_done") or 0),
                    n_steps=int(entry.get("n_steps") or 0),
                    created_at=datetime.fromisoformat(created) if isinstance(created, str) else None)
+
+
+def _started_command(record: Record) -> str | None:
+    from services.remediations.command_process import describe
+    from services.remediations.job_step import outlived
+
+    for step in record.plan.steps:
+        if isinstance(step, ExternalStep):
+            started = outlived(step)
+            if started is not None:
+                return describe(started, str(step.args.get("argv", ["?"])[0]))
+    return None
 
 
 async def in_progress(fs: JobFS, record: Record) -> bool:
@@ -150,7 +171,9 @@ def merge(*groups: Iterable[Pending]) -> list[Pending]:
     seen: dict[str, Pending] = {}
     for group in groups:
         for p in group:
-            seen.setdefault(p.id, p)
+            # read from the record itself (it has a user): newer than this machine's index
+            if p.id not in seen or (p.user and not seen[p.id].user):
+                seen[p.id] = p
     return sorted(seen.values(), key=lambda p: (p.created_at or datetime.min.replace(tzinfo=UTC), p.id))
 
 

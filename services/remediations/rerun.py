@@ -20,7 +20,7 @@ from services.core.models import Experiment, experiment_key
 from services.core.source import Source, SourceUnavailable, source_host
 from services.remediations.errors import WriteRefused
 from services.remediations.job_commands import TemplateError, commands_for, expand, program_missing, runner_of
-from services.remediations.job_step import HANDLER
+from services.remediations.job_step import HANDLER, env_problem
 from services.remediations.records import Plan, Record, new_record_id
 from services.remediations.resume import running_reason
 from services.remediations.steps import MAX_READ_BYTES, ExternalStep, StepContext
@@ -68,6 +68,7 @@ async def plan_for(exp: Experiment, source: Source, config: Config, now: datetim
         argv = expand(cmds.rerun, values, (), where="the re-run command")
     except TemplateError as exc:
         raise WriteRefused(str(exc)) from None
+    blocked = blocked or env_problem(dict(cmds.env_from), "the re-run command")
     if not blocked:
         try:
             blocked = await program_missing(runner_of(source), argv[0], cmds.cwd)

@@ -44,7 +44,7 @@ from services.core.policy import HARBOR_RESUME_DEFAULT_FILTER, Policy, should_re
 from services.core.source import Source, SourceUnavailable, source_host
 from services.remediations.errors import WriteRefused
 from services.remediations.job_commands import TemplateError, commands_for, expand, program_missing, runner_of
-from services.remediations.job_step import HANDLER
+from services.remediations.job_step import HANDLER, env_problem
 from services.remediations.lock import LOCK_DIR
 from services.remediations.records import (
     QUARANTINE_DIR,
@@ -223,7 +223,7 @@ def set_aside_plan(*, action: str, title: str, job_dir: str, trials: Sequence[Se
         steps.append(ExternalStep(handler=HANDLER, label=f"{action}: {argv[0]}", inverse=True, args={
             "argv": list(argv), "cwd": cwd, "env_from": dict(env_from or {}), "ok_codes": [0], "kind": "resume",
             "job_dir": job_dir, "remaining": sorted(remaining), "aside": aside, "follow": job_dir,
-            "record": record_id,
+            "record": record_id, "moved": sorted({s.rel.split("/")[0] for s in [*trials, *keep]}),
         }))
     where = host or "this machine"
     by_label = Counter(s.label for s in trials)
@@ -375,6 +375,8 @@ async def plan_for(exp: Experiment, source: Source, config: Config, now: datetim
         argv = expand(cmds.resume, values, sel.types, where="the resume command")
     except TemplateError as exc:
         raise WriteRefused(str(exc)) from None
+    # a value the command needs and this machine lacks stops it here, not after the moves
+    blocked = blocked or env_problem(dict(cmds.env_from), "the resume command")
     if not blocked:
         try:
             blocked = await program_missing(runner_of(source), argv[0], cmds.cwd)

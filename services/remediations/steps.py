@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import posixpath
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -89,16 +89,22 @@ def _no_checkpoint(name: str) -> None:
     return None
 
 
+async def _no_note(result: dict[str, Any]) -> None:
+    return None
+
+
 class StepContext:
     """What steps act on: the target's fs and whatever external handlers need (a leaderboard
     client, a process runner …) by name. `checkpoint(name)` marks a point inside a step where
     an interruption splits its state (the write path names it `step:<i>:<name>`); a handler
-    with such points calls it too."""
+    with such points calls it too. `note(result)` records a step's partial result durably
+    before it goes on (a command marked *started*, with its pid, before it runs)."""
 
     def __init__(self, fs: JobFS | None = None, **resources: Any) -> None:
         self.fs: JobFS = fs or LocalFS()
         self.resources: dict[str, Any] = resources
         self.checkpoint: Callable[[str], None] = _no_checkpoint
+        self.note: Callable[[dict[str, Any]], Awaitable[None]] = _no_note
 
 
 class StepConflict(Exception):
@@ -152,6 +158,10 @@ async def step_state(step: Step, ctx: StepContext) -> tuple[StepState, str]:
     handler = HANDLERS.get(step.handler)
     if handler is None:
         return "conflict", f"no handler for {step.handler!r} steps in this evaldesk"
+    said = getattr(handler, "state_detail", None)
+    if said is not None:  # a handler that can say why a step is in conflict
+        found: tuple[StepState, str] = await said(step, ctx)
+        return found
     return await handler.state(step, ctx), ""
 
 

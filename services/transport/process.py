@@ -50,7 +50,8 @@ class Runner(Protocol):
     host: str | None  # None: this machine
 
     async def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-                  on_output: OutputFn | None = None, timeout_s: float | None = None) -> CommandResult: ...
+                  on_output: OutputFn | None = None, timeout_s: float | None = None,
+                  stdin: bytes | None = None) -> CommandResult: ...
 
 
 def display(argv: Sequence[str], cwd: str | None = None, host: str | None = None) -> str:
@@ -85,13 +86,15 @@ class LocalRunner:
     host: str | None = None
 
     async def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-                  on_output: OutputFn | None = None, timeout_s: float | None = None) -> CommandResult:
+                  on_output: OutputFn | None = None, timeout_s: float | None = None,
+                  stdin: bytes | None = None) -> CommandResult:
         if not argv:
             raise ValueError("an empty command")
         full_env = {**os.environ, **(env or {})}
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=cwd, env=full_env, stdin=asyncio.subprocess.DEVNULL,
+                *argv, cwd=cwd, env=full_env,
+                stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
             )
         except FileNotFoundError as exc:
@@ -101,6 +104,12 @@ class LocalRunner:
             raise CommandNotFound(f"{missing}: command not found on this machine") from None
         out, err = _Tail(), _Tail()
         assert proc.stdout is not None and proc.stderr is not None
+        if stdin is not None and proc.stdin is not None:
+            # a few lines (a prologue's values): they fit the pipe, and it is closed at once
+            with contextlib.suppress(OSError):
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+                proc.stdin.close()
         pumps = asyncio.gather(_pump(proc.stdout, "stdout", out, on_output),
                                _pump(proc.stderr, "stderr", err, on_output))
         try:
@@ -124,7 +133,8 @@ class SSHRunner:
         self.host: str | None = spec.label
 
     async def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-                  on_output: OutputFn | None = None, timeout_s: float | None = None) -> CommandResult:
+                  on_output: OutputFn | None = None, timeout_s: float | None = None,
+                  stdin: bytes | None = None) -> CommandResult:
         # asyncssh (~0.1 s to import) loads only when a command runs on a host
         import asyncssh
 
@@ -138,7 +148,11 @@ class SSHRunner:
         conn = await self.pool.get(self.spec)
         try:
             # values go over the channel's environment, never into the command line
-            proc = await conn.create_process(line, env=dict(env or {}), encoding=None, stdin=asyncssh.DEVNULL)
+            proc = await conn.create_process(line, env=dict(env or {}), encoding=None,
+                                             stdin=asyncssh.DEVNULL if stdin is None else asyncssh.PIPE)
+            if stdin is not None:
+                proc.stdin.write(stdin)
+                proc.stdin.write_eof()
         except (OSError, asyncssh.Error) as exc:
             raise SourceUnavailable(self.spec.label, describe(exc, self.spec)) from None
         out, err = _Tail(), _Tail()

@@ -138,6 +138,8 @@ async def test_a_connection_that_drops_mid_run_leaves_a_record_of_what_ran(host:
     exp = await host.exp()
     plan = await registry.plan("resume", exp, host.source, host.config, NOW)
     host.server.drop_on = "eval_harbor.sbatch --resume"  # the command itself, not the check before it
+    host.tools.slurm.mkdir(parents=True, exist_ok=True)
+    (host.tools.slurm / "hold").write_text("")
     record = await registry.apply("resume", plan, exp.id, host.source, host.config, host.write_path)
     host.server.drop_on = None
     step = record.plan.steps[-1]
@@ -146,10 +148,11 @@ async def test_a_connection_that_drops_mid_run_leaves_a_record_of_what_ran(host:
     assert result["exit_code"] is None and "dropped" in result["error"]
     found = [r for r in await registry.records_for(host.source.fs(), str(host.job)) if r.id == record.id]
     assert found and found[0].results[len(plan.steps) - 1]["error"] == result["error"]
-    # whether it submitted a job nobody can tell from here: undo waits for a person who looked
+    # the host is asked: what the command started still carries its tag, and undo waits for it
     ctx = registry.context("resume", host.source, host.config)
-    with pytest.raises(WriteRefused, match="cannot tell whether `sbatch` started anything"):
+    with pytest.raises(WriteRefused, match=r"`sbatch` on .* is still running: .* --force` if you know it is gone"):
         await host.write_path.undo(found[0], ctx)
+    (host.tools.slurm / "hold").unlink()
     aside = Path(plan.meta["aside"]) / "trials"
     assert plan.meta["rerun"] and all((aside / rel).exists() for rel in plan.meta["rerun"])
     # it had: once its re-runs are there, even --force keeps the set-aside trials where they are
@@ -159,6 +162,8 @@ async def test_a_connection_that_drops_mid_run_leaves_a_record_of_what_ran(host:
         return rc.exists()
 
     await until(finished)
+    with pytest.raises(WriteRefused, match="new trial dir"):
+        await host.write_path.undo(found[0], ctx)
     ctx.resources["force"] = True
     with pytest.raises(WriteRefused, match="new trial dir"):
         await host.write_path.undo(found[0], ctx)
