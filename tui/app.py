@@ -1188,8 +1188,10 @@ def report_summary(report: Any) -> list[str]:
         k = run.kpis
         score = "—" if k.score is None else f"{k.score:.3f}"
         err = "—" if k.error_fraction is None else f"{100 * k.error_fraction:.1f}%"
-        lines.append(f"{run.id}: score {score} · valid {k.valid}/{k.expected if k.expected is not None else '?'} "
-                     f"· errors {err} · verdict {run.audit.verdict.upper()}")
+        # the census's words, as the trials, audit and monitor screens say them
+        lines.append(f"{run.id}: score {score} · {k.valid:,} valid of "
+                     f"{f'{k.expected:,}' if k.expected is not None else '?'} expected · {k.errored:,} errored · "
+                     f"{k.invalid_errors:,} invalid errors · error gate {err} · verdict {run.audit.verdict.upper()}")
         if run.alignment is not None:
             lines.append(f"  alignment ({run.alignment.status.value}): {run.alignment.evidence}")
     if report.comparison is not None and report.comparison.score_delta is not None:
@@ -1214,7 +1216,10 @@ def run_app(sources: list[str], config: Config, read_only: bool) -> int:
         for err in errors:
             print(f"evaldesk: {term_safe(err)}", file=sys.stderr)
         return 2
-    baseline_dirs: list[str] = []
+    from services.core.baselines import source_baseline_dirs
+
+    # a SOURCE folder's own baselines/ (the demo's among them), as --batch reads them
+    baseline_dirs = source_baseline_dirs(sources)
     if not opened and not errors:
         if read_only and not demo_written():
             sys.stderr.write(read_only_without_data())
@@ -1225,7 +1230,7 @@ def run_app(sources: list[str], config: Config, read_only: bool) -> int:
             print(f"evaldesk: cannot write the demo data: {term_safe(exc)}", file=sys.stderr)
             return 2
         # the demo brings a baseline for one of its runs, so alignment shows without any setup
-        baseline_dirs.append(str(data_dir() / "demo" / "baselines"))
+        baseline_dirs = source_baseline_dirs([str(data_dir() / "demo")])
     app = EvaldeskApp(opened, config, read_only, startup_errors=errors, baseline_dirs=baseline_dirs)
     app.run()
     return app.return_code or 0

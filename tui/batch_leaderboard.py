@@ -80,15 +80,21 @@ def plan_json(exp: Experiment, check: str, status: str, plan: Plan | None, appli
 
 async def run_fix(args: Any, config: Config, exps: list[tuple[Source, Experiment]], check_id: str, fmt: str,
                   console: Console, out: IO[str], err: IO[str], progress: Any) -> int:
-    from services.remediations import registry
+    from services.remediations import inputs, registry
 
     write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
     context = await leaderboard_context(config, [e for _, e in exps], err)
     now = datetime.now(UTC)
     worst = EXIT_OK
     results: list[dict[str, Any]] = []
-    for src, exp in exps:
-        report = audit_experiment(exp, config.policy, now, context)
+    audits = [(src, exp, audit_experiment(exp, config.policy, now, context)) for src, exp in exps]
+    seen = {c.id for _, _, r in audits for c in r.checks}
+    if check_id not in seen and check_id not in known_checks():
+        err.write(f"evaldesk: {check_id!r} is not a check of these experiments (their checks: "
+                  f"{', '.join(sorted(seen))})\n")
+        return EXIT_USAGE
+    given = {k: v for k in ("max_out_len", "batch_size") if (v := getattr(args, k, None)) is not None}
+    for src, exp, report in audits:
         check = next((c for c in report.checks if c.id == check_id), None)
         if check is None:
             results.append(plan_json(exp, check_id, "skip", None, None, f"{exp.id}: no {check_id} check here"))
@@ -101,6 +107,19 @@ async def run_fix(args: Any, config: Config, exps: list[tuple[Source, Experiment
                    + (f". Recommended: {check.action}" if check.action else ""))
             if check.status == CheckStatus.fail:
                 worst = EXIT_ACTION
+            results.append(plan_json(exp, check_id, check.status.value, None, None, msg, check.evidence))
+            continue
+        fields = await inputs.needed(check.remediation, exp, src, config)
+        if fields and given and args.apply:
+            # the values a person gave on the command line, kept where the remediation keeps them
+            await inputs.provide(check.remediation, exp, src, config, given)
+            exp = await registry.rescan(src, exp.id)
+            fields = await inputs.needed(check.remediation, exp, src, config)
+        if fields:
+            names = " and ".join(f"--{f.name.replace('_', '-')}" for f in fields)
+            msg = (f"{exp.id}: {check_id} {check.status.value}: {check.remediation} needs {names} (the runbook never "
+                   f"guesses them); run again with them and --apply")
+            worst = EXIT_ACTION
             results.append(plan_json(exp, check_id, check.status.value, None, None, msg, check.evidence))
             continue
         plan = await registry.plan(check.remediation, exp, src, config)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import IO, Any
 
-from services.core.baselines import Baseline, BaselineError, configured_baselines, load_baseline
+from services.core.baselines import Baseline, BaselineError, baselines_for, load_baseline
 from services.core.config import Config
 from services.core.models import Snapshot, State, experiment_key
 from services.core.policy import Policy
@@ -145,7 +145,7 @@ def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
     if not args.sources:
         err.write("evaldesk: monitor needs at least one SOURCE\n")
         return 2
-    # --baseline FILE, else the config dir's baselines (as the console and the audit read them)
+    # --baseline FILE, else the config's and the SOURCEs' baselines (as the console and the audit read them)
     baselines: list[Baseline] = []
     if getattr(args, "baseline", None):
         try:
@@ -154,7 +154,7 @@ def run_monitor_cli(args: Any, config: Config, out: IO[str]) -> int:
             _say(err, f"--baseline {exc}")
             return 2
     else:
-        baselines, problems = configured_baselines(config)
+        baselines, problems = baselines_for(config, args.sources)
         for p in problems:
             err.write(f"evaldesk: {p}\n")
     interval = args.interval if args.interval is not None else config.poll_interval_s

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from services.core.baselines import Baseline, BaselineError, configured_baselines, load_baseline
+from services.core.baselines import Baseline, BaselineError, baselines_for, load_baseline
 from services.core.config import Config
 from services.core.models import Experiment
 from services.core.registry import open_sources
@@ -34,7 +34,7 @@ def batch_baselines(args: Any, config: Config, err: IO[str]) -> list[Baseline] |
         except BaselineError as exc:
             err.write(f"evaldesk: --baseline {exc}\n")
             return None
-    found, problems = configured_baselines(config)
+    found, problems = baselines_for(config, getattr(args, "sources", None) or [])
     for p in problems:
         err.write(f"evaldesk: {p}\n")
     return found

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from services.aisbench.models import LAUNCH, RESUME, DatasetTrial, TaskExperiment
 from services.aisbench.taskdir import HEADROOM_TOKENS
-from services.core.models import AuditReport, Check, CheckStatus, State, TrialStatus, Verdict
+from services.core.models import AuditReport, Check, CheckStatus, State, TrialStatus, report_trials
 from services.core.policy import Policy
 from services.core.times import as_utc, fmt_duration
 
@@ -212,18 +212,6 @@ def check_params(exp: TaskExperiment) -> Check:
 def audit_task(exp: TaskExperiment, policy: Policy, now: datetime) -> AuditReport:
     checks = [check_finished(exp, now), check_results(exp), check_score(exp, policy), check_preflight(exp),
               check_params(exp)]
-    failing = any(c.status == FAIL for c in checks)
-    verdict: Verdict
-    if exp.state == State.running:
-        verdict = "wait"
-    elif exp.state == State.finished and not failing:
-        verdict = "finalize"
-    elif exp.state == State.failed or (exp.state == State.finished and failing):
-        verdict = "resume" if _resumable(exp) else "investigate"
-    elif exp.state in (State.needs_input, State.pending, State.removed):
-        verdict = "rerun"
-    else:
-        verdict = "investigate"
     notes = []
     if exp.task.exit_code == 0 and exp.state == State.failed:
         notes.append("AISBench exits 0 even when every request failed: the results files decide, not the exit code.")
@@ -232,9 +220,9 @@ def audit_task(exp: TaskExperiment, policy: Policy, now: datetime) -> AuditRepor
     return AuditReport(
         id=exp.id, source=exp.source, path=exp.path, state=exp.state, state_raw=exp.state_raw, model=exp.model,
         benchmark=exp.benchmark, score=exp.score,
-        trials={"total": c.total, "valid": c.valid, "errored": c.errored, "running": c.running,
-                "expected": c.expected, "n_rep": c.n_rep, "max_attempts_per_task": c.max_attempts_per_task},
+        trials=report_trials(c, n_rep=c.n_rep),
         valid_fraction=(c.valid / c.expected) if c.expected else None,
         error_fraction=(c.errored / c.total) if c.total else None,
-        checks=checks, verdict=verdict, notes=notes,
+        # the verdict is services.audit.verdict.decide's, over these checks and any enrichment's
+        checks=checks, verdict="investigate", notes=notes,
     )

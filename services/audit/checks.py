@@ -3,8 +3,10 @@ each: the evidence a person can verify and the one action it recommends."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from services.core.census import Census
-from services.core.models import AGGREGATE_UNREADABLE, Check, CheckStatus, Experiment, State
+from services.core.models import AGGREGATE_UNREADABLE, Check, CheckStatus, Experiment, State, TrialStatus
 from services.core.policy import HASH_BENCHMARK_RE, NUMERIC_MODEL_RE, Policy
 
 PASS, WARN, FAIL, SKIP = CheckStatus.pass_, CheckStatus.warn, CheckStatus.fail, CheckStatus.skip
@@ -100,9 +102,9 @@ def check_valid(exp: Experiment, policy: Policy, kept: Census, deduped: bool) ->
     if exp.state != State.finished:
         return Check(id="valid_count", title=title, status=WARN, evidence=ev + "; still running",
                      action="wait for the job to finish, then re-audit")
-    return Check(id="valid_count", title=title, status=FAIL, evidence=ev,
-                 action=f"resume the errored trials ({missing} short of {c.expected}); do not register a partial",
-                 remediation="resume")
+    fix, action = resume_or_decide(exp, policy, f"resume the errored trials ({missing} short of {c.expected}); "
+                                   "do not register a partial")
+    return Check(id="valid_count", title=title, status=FAIL, evidence=ev, action=action, remediation=fix)
 
 
 def check_duplicates(exp: Experiment, policy: Policy, on_disk: Census) -> Check:
@@ -134,17 +136,46 @@ def check_error_gate(exp: Experiment, policy: Policy, kept: Census, deduped: boo
     n_invalid = kept.counts.invalid_errors
     frac = n_invalid / n_finished
     top = ", ".join(f"{k} ×{v}" for k, v in kept.invalid_kinds.most_common(3))
-    limit = _pct(policy.error_fraction_max)
+    limit = policy.error_max_text
     ev = f"{n_invalid} invalid errors / {n_finished} attempts = {_pct(frac)} (limit {limit})"
     if top:
         ev += f": {top}"
     if deduped:
         ev += "; computed on the attempts dedupe would keep"
     if frac > policy.error_fraction_max:
-        return Check(id="error_gate", title=title, status=FAIL, evidence=ev,
-                     action="resume the errored trials; de-register the row if a partial was registered",
-                     remediation="resume"), frac
+        fix, action = resume_or_decide(exp, policy, "resume the errored trials; de-register the row if a partial "
+                                       "was registered")
+        return Check(id="error_gate", title=title, status=FAIL, evidence=ev, action=action, remediation=fix), frac
     return Check(id="error_gate", title=title, status=PASS, evidence=ev), frac
+
+
+def resume_or_decide(exp: Experiment, policy: Policy, action: str) -> tuple[str | None, str]:
+    """("resume", `action`) when a resume by default re-runs at least one trial; else no fix,
+    and what a person must decide: which of the errored types to re-run anyway, with the
+    command that does it (a resume never re-runs a trial that has a reward)."""
+    from services.remediations.resume import select_trials
+    from services.transport.process import display
+
+    sel = select_trials(exp, policy)
+    if sel.picks:
+        return "resume", action
+    scored = Counter(t.exception_type for t in exp.trials if t.status == TrialStatus.valid
+                     and t.exception_type and not policy.is_benign(t.exception_type))
+    rewarded = ", ".join(f"{k} ×{v}" for k, v in scored.most_common(3))
+    if not sel.left:
+        kinds = rewarded or "none"
+        return None, (f"decide whether to re-run the whole job: no errored trial is left to resume, and the errors "
+                      f"carry rewards ({kinds}), which a resume never re-runs — "
+                      f"{display(['evaldesk', '--batch', 'audit', exp.path])} shows them")
+    kinds = ", ".join(f"{k} ×{v}" for k, v in sel.left.most_common(4))
+    argv = ["evaldesk", "--batch", "resume"]
+    for k, _ in sel.left.most_common(4):
+        argv += ["--exception", k]
+    return None, (f"decide which errors to re-run: Harbor retries none of {kinds} by default (should_retry = "
+                  f"false); to re-run them anyway: {display([*argv, '--apply', exp.path])} "
+                  "(without --apply it previews)"
+                  + (f"; {rewarded} carry a reward: never re-run, they count against the gate all the same"
+                     if rewarded else ""))
 
 
 def check_model(exp: Experiment) -> Check:

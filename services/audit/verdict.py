@@ -7,10 +7,13 @@ report, so re-running the audit after a remediation shows exactly what changed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from services.audit.checks import (
     FAIL,
+    PASS,
     SKIP,
     WARN,
     check_benchmark,
@@ -24,19 +27,20 @@ from services.audit.checks import (
 from services.audit.context import AuditContext, enrich
 from services.core.attempts import select_keep
 from services.core.census import Census, take_census
-from services.core.models import AuditReport, Check, Experiment, Verdict, report_trials
+from services.core.models import AuditReport, Check, Experiment, State, Verdict, report_trials
 from services.core.policy import Policy
 
 
-def bias_notes(exp: Experiment, kept: Census) -> list[str]:
+def bias_notes(exp: Experiment, kept: Census, policy: Policy | None = None) -> list[str]:
     notes: list[str] = []
     n_rewards = kept.counts.valid
     if kept.no_verifier:
         mean_drop = kept.reward_sum / n_rewards if n_rewards else 0.0
         mean_zero = kept.reward_sum / (n_rewards + kept.no_verifier)
+        kinds = ", ".join(f"{k} ×{v}" for k, v in kept.no_verifier_kinds.most_common(3))
         notes.append(
             f"{kept.no_verifier} trial(s) have no reward because the verifier never ran "
-            "(VerificationNotCompleted / AgentTimeout without a reward): the true score is ≈ 0 for them. "
+            f"({kinds or 'no exception type'}, without a reward): the true score is ≈ 0 for them. "
             f"Harbor's mean drops them ({mean_drop:.3f}, biased up); the leaderboard counts them as 0 "
             f"({mean_zero:.3f}). Resume them on a healthy sandbox to recover real passes."
         )
@@ -66,7 +70,7 @@ def audit_experiment(exp: Experiment, policy: Policy | None = None, now: datetim
 
     own = backend_audit(exp, policy, now)
     report = own if own is not None else _harbor_style(exp, policy)
-    return enrich(report, exp, policy, now, context)
+    return decided(enrich(report, exp, policy, now, context), policy)
 
 
 def standard_checklist(exp: Experiment, policy: Policy) -> AuditReport:
@@ -97,27 +101,7 @@ def _harbor_style(exp: Experiment, policy: Policy) -> AuditReport:
         check_benchmark(exp),
         Check(id="stale_rows", title="Stale leaderboard rows", status=SKIP, evidence="no leaderboard configured"),
     ]
-    verdict: Verdict
-    if finished.remediation == "rebuild_aggregate":
-        verdict = "repair"
-    elif finished.status == FAIL:
-        verdict = "investigate"
-    elif finished.status == WARN:
-        verdict = "wait"
-    elif deduped:
-        verdict = "dedupe"
-    elif score.status == FAIL and "never reached" in score.evidence:
-        verdict = "rerun"
-    elif valid.status == FAIL or gate.status == FAIL:
-        verdict = "resume"
-    elif score.status == FAIL or valid.status == WARN:
-        verdict = "investigate"
-    else:
-        verdict = "finalize"
-    notes = bias_notes(exp, kept)
-    if verdict == "resume":
-        notes.insert(0, "Below 90% valid or over the error gate: resume, never register; if a partial row was "
-                     "already registered, de-register that one row.")
+    notes = bias_notes(exp, kept, policy)
     c = exp.counts
     return AuditReport(
         id=exp.id,
@@ -133,6 +117,118 @@ def _harbor_style(exp: Experiment, policy: Policy) -> AuditReport:
         # the gate's own figure: after dedupe when the job still needs it (DESIGN 3, check 6)
         error_fraction=err_frac,
         checks=checks,
-        verdict=verdict,
+        verdict="investigate",  # audit_experiment decides, once every enrichment has added its checks
         notes=notes,
     )
+
+
+# ---- the verdict: one function over the checks of any backend ----------------------------------
+
+# the verdict a fix gives its name to (Check.remediation → Verdict)
+FIX_VERDICT: dict[str, Verdict] = {
+    "rebuild_aggregate": "repair",
+    "dedupe": "dedupe",
+    "resume": "resume",
+    "aisbench_resume": "resume",
+    "retry": "retry",
+    "rerun": "rerun",
+    "aisbench_launch": "launch",
+    "deregister": "deregister",
+    "register": "register",
+    "upload_traces": "upload",
+    "repoint_model": "rename",
+    "repoint_benchmark": "rename",
+    "delete_stale": "cleanup",
+    "free_disk": "cleanup",
+    "csbench_teardown": "teardown",
+    "csbench_fetch": "fetch",
+    "csbench_submit": "submit",
+}
+
+# What to do first when several checks need action: what bills by the hour, then what makes
+# every other figure wrong (duplicates, a registered partial), then the run itself, then its
+# names and its leaderboard row. A check id not listed comes after these, in checklist order.
+PRIORITY: tuple[str, ...] = (
+    "teardown", "finished", "campaign_state", "duplicates", "partial_registered", "score", "results_file",
+    "params", "preflight", "valid_count", "error_gate", "tasks", "alignment", "model_name", "benchmark_name",
+    "registered", "traces", "stale_rows",
+)
+# the checks that say whether the run is over and complete: a warning there leaves the run
+# unjudgeable (still running → wait; not running → a person must look)
+_STATE_CHECKS = ("finished", "campaign_state", "valid_count")
+_LIVE = (State.running, State.pending, State.dispatched)
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    reason: str
+    decided_by: str | None = None  # the check id
+    fix: str | None = None  # the remediation it names
+    ask: str | None = None  # what a person must decide, with the commands
+
+
+def _priority(c: Check, at: int) -> tuple[int, int, int]:
+    rank = PRIORITY.index(c.id) if c.id in PRIORITY else len(PRIORITY)
+    return rank, 0 if c.status == FAIL else 1, at
+
+
+def _say(c: Check) -> str:
+    return f"{c.title}: {c.action}" if c.action else f"{c.title}: {c.evidence}"
+
+
+def decide(checks: Sequence[Check], state: State) -> Decision:
+    """The one verdict for a checklist, total over every combination of check outcomes:
+
+    1. a failing check whose fix rebuilds the experiment's own summary → repair;
+    2. the task needs input → input (it asks for the values);
+    3. still running (`finished` warns with nothing to run for it, or a live run's state check
+       warns) → wait;
+    4. the first check, by PRIORITY, that fails or warns with a fix → the verdict its fix names,
+       or investigate (asking what its action says) when it fails with no fix evaldesk runs;
+    5. a state check warns on a run that is not live → investigate (completeness is unknown);
+    6. otherwise → finalize. Never finalize while any check fails.
+
+    A check may name a fix only when that fix plans at least one step by default; the checks
+    ensure it (services.audit.checks), the tests plan every verdict's fix to prove it."""
+    fails = [c for c in checks if c.status == FAIL]
+    for c in fails:
+        if c.remediation == "rebuild_aggregate":
+            return Decision("repair", _say(c), c.id, c.remediation)
+    if state == State.needs_input:
+        asking = next((c for c in sorted(fails, key=lambda c: _priority(c, 0)) if c.remediation), None)
+        what = _say(asking) if asking is not None else "the task waits for values only a person can give"
+        return Decision("input", what, asking.id if asking else None, asking.remediation if asking else None,
+                        ask=what)
+    live_warn = next((c for c in checks if c.id in _STATE_CHECKS and c.status == WARN and not c.remediation), None)
+    still = live_warn is not None and (live_warn.id == "finished" or state in _LIVE)
+    if still or (state in _LIVE and not any(c.remediation for c in checks if c.status != PASS)):
+        return Decision("wait", _say(live_warn) if live_warn else f"the run is {state.value}: wait and audit again",
+                        live_warn.id if live_warn else None)
+    actionable = [(c, i) for i, c in enumerate(checks)
+                  if c.status == FAIL or (c.status == WARN and c.remediation)]
+    if actionable:
+        c, _ = min(actionable, key=lambda ci: _priority(*ci))
+        verdict = FIX_VERDICT.get(c.remediation or "")
+        if verdict is not None:
+            return Decision(verdict, _say(c), c.id, c.remediation)
+        if c.status == FAIL:
+            return Decision("investigate", _say(c), c.id, ask=_say(c))
+    if fails:  # a failing check outranked by a warning whose fix is unknown: still a person's call
+        c = min(((c, i) for i, c in enumerate(checks) if c.status == FAIL), key=lambda ci: _priority(*ci))[0]
+        return Decision("investigate", _say(c), c.id, ask=_say(c))
+    if live_warn is not None:
+        return Decision("investigate", _say(live_warn), live_warn.id, ask=_say(live_warn))
+    return Decision("finalize", "every check passes: register the score and upload the traces")
+
+
+def decided(report: AuditReport, policy: Policy) -> AuditReport:
+    """The report with its verdict from `decide`, and the rule behind a resume beside it."""
+    d = decide(report.checks, report.state)
+    notes = list(report.notes)
+    if d.decided_by in ("valid_count", "error_gate", "partial_registered"):
+        again = "retry" if d.verdict == "retry" else "resume"
+        notes.insert(0, f"{policy.completeness_rule()}: {again}, never register; if a partial row was already "
+                     "registered, de-register that one row.")
+    return report.model_copy(update={"verdict": d.verdict, "reason": d.reason, "decided_by": d.decided_by,
+                                     "fix": d.fix, "ask": d.ask, "notes": notes})

@@ -162,6 +162,25 @@ def configured_baselines(config: Config, extra: Iterable[str | Path] = ()) -> tu
     return load_baselines([Path(config.baselines_dir) if config.baselines_dir else default_baselines_dir(), *extra])
 
 
+def source_baseline_dirs(specs: Iterable[str]) -> list[str]:
+    """The `baselines/` folder a local SOURCE folder brings with it (the demo's does): the
+    console and every batch command read a SOURCE's baselines the same way, beside the
+    config's."""
+    out: list[str] = []
+    for spec in specs:
+        if "://" in spec and not spec.startswith("file://"):
+            continue
+        d = Path(spec.removeprefix("file://")).expanduser() / "baselines"
+        if d.is_dir() and str(d) not in out:
+            out.append(str(d))
+    return out
+
+
+def baselines_for(config: Config, specs: Iterable[str]) -> tuple[list[Baseline], list[str]]:
+    """Every baseline that applies to a run over `specs`: the config's and the SOURCEs' own."""
+    return configured_baselines(config, source_baseline_dirs(specs))
+
+
 def pick_baseline(exp: Experiment, baselines: list[Baseline]) -> Baseline | None:
     """The most specific baseline for an experiment: a benchmark-scoped one beats a global one,
     a model-scoped one beats one for any model."""

@@ -38,6 +38,7 @@ class Census:
     per_task: Counter[str] = field(default_factory=Counter)  # attempts per task, copies excluded
     invalid_kinds: Counter[str] = field(default_factory=Counter)
     infra: Counter[str] = field(default_factory=Counter)  # no reward, failure uncorrelated with solvability
+    no_verifier_kinds: Counter[str] = field(default_factory=Counter)  # the run's own types behind `no_verifier`
     models: Counter[str] = field(default_factory=Counter)  # model names the trials report
     sources: Counter[str] = field(default_factory=Counter)  # Harbor dataset names of the trials
     copies: int = 0
@@ -116,6 +117,7 @@ class Census:
             fc = t.failure_class
             if fc == "verifier_failed" or exc == "AgentTimeoutError":
                 self.no_verifier += sign
+                _bump(self.no_verifier_kinds, exc or "?", sign)
             elif fc in _INFRA:
                 _bump(self.infra, exc or "?", sign)
         invalid = (exc not in self.benign) if exc is not None else (bool(t.parse_error) or reward is None)
@@ -144,6 +146,7 @@ def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
     models: list[str] = []
     sources: list[str] = []
     infra: list[str] = []
+    unverified: list[str] = []
     kinds: list[str] = []
     copies = running = total = valid = invalid = no_verifier = timeout_scored = n_in = n_out = 0
     reward_sum = cost = 0.0
@@ -180,6 +183,7 @@ def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
             fc = t.failure_class
             if fc == "verifier_failed" or exc == "AgentTimeoutError":
                 no_verifier += 1
+                unverified.append(exc or "?")
             elif fc in _INFRA:
                 infra.append(exc or "?")
         if (exc not in benign) if exc is not None else (bool(t.parse_error) or reward is None):
@@ -189,6 +193,7 @@ def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
     cen.models.update(models)
     cen.sources.update(sources)
     cen.infra.update(infra)
+    cen.no_verifier_kinds.update(unverified)
     cen.invalid_kinds.update(kinds)
     cen.copies, cen.running, cen.total, cen.valid, cen.errored = copies, running, total, valid, total - valid
     cen.invalid_errors, cen.no_verifier, cen.timeout_scored = invalid, no_verifier, timeout_scored
@@ -197,16 +202,21 @@ def take_census(trials: Iterable[Trial], policy: Policy) -> Census:
     return cen
 
 
-def census_words(c: TrialCounts, *, valid_after_dedupe: int | None = None) -> str:
-    """The figures of an experiment in the words every screen and report uses: valid of
-    expected, attempts on disk (staged copies apart), and the valid count dedupe would leave."""
+def census_words(c: TrialCounts, *, valid_after_dedupe: int | None = None, score: float | None = None,
+                 with_score: bool = False) -> str:
+    """The figures of an experiment in the words every screen and report uses (DESIGN 3):
+    valid of expected, attempts on disk with the errored among them (staged copies apart),
+    the invalid errors the error gate counts, and the valid count dedupe would leave; the
+    score first when asked for (`with_score`)."""
     expected = f"{c.expected:,}" if c.expected is not None else "?"
-    parts = [f"{c.valid:,} valid of {expected} expected"]
+    parts = [f"score {score:.3f}" if score is not None else "score —"] if with_score else []
+    parts.append(f"{c.valid:,} valid of {expected} expected")
     detail = [f"{c.errored:,} errored"]
     if c.running:
         detail.append(f"{c.running:,} running")
     n = c.total + c.running
     parts.append(f"{n:,} attempt{'' if n == 1 else 's'} ({', '.join(detail)})")
+    parts.append(f"{c.invalid_errors:,} invalid error{'' if c.invalid_errors == 1 else 's'}")
     if c.copies:
         parts.append(f"{c.copies:,} staged cop{'y' if c.copies == 1 else 'ies'}")
     if valid_after_dedupe is not None and valid_after_dedupe != c.valid:

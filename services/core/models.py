@@ -220,9 +220,12 @@ class Check(BaseModel):
     remediation: str | None = Field(None, description="id of a remediation evaldesk can run for this row")
 
 
-# "repair": the experiment's own summary (Harbor's job result.json) cannot be read, so nothing
-# else can be judged until it is rebuilt
-Verdict = Literal["finalize", "dedupe", "resume", "rerun", "wait", "investigate", "repair"]
+# One word per thing a person does next (services.audit.verdict.decide picks it from the
+# checks): "repair" — the experiment's own summary cannot be read, nothing else can be judged
+# until it is rebuilt; "input" — the task needs values only a person can give; "investigate" —
+# no fix evaldesk can run: the report's `ask` says what to decide; the others name a fix.
+Verdict = Literal["finalize", "dedupe", "resume", "rerun", "wait", "investigate", "repair", "input", "launch",
+                  "retry", "deregister", "register", "upload", "rename", "cleanup", "teardown", "fetch", "submit"]
 
 
 def report_trials(c: TrialCounts, *, n_rep: int | None = None,
@@ -230,7 +233,7 @@ def report_trials(c: TrialCounts, *, n_rep: int | None = None,
     """The `trials` figures of an audit report (DESIGN 7), the same keys for every backend."""
     return {
         "total": c.total, "valid": c.valid, "errored": c.errored, "running": c.running, "expected": c.expected,
-        "n_rep": n_rep, "max_attempts_per_task": c.max_attempts_per_task,
+        "invalid_errors": c.invalid_errors, "n_rep": n_rep, "max_attempts_per_task": c.max_attempts_per_task,
         # what check 4 and the gate count when the job still needs dedupe; None when it does not
         "valid_after_dedupe": valid_after_dedupe,
     }
@@ -251,6 +254,11 @@ class AuditReport(BaseModel):
     checks: list[Check]
     verdict: Verdict
     notes: list[str] = Field(default_factory=list)
+    # why the verdict, from the check that decided it (services.audit.verdict.decide)
+    reason: str = ""
+    decided_by: str | None = Field(None, description="id of the check the verdict comes from")
+    fix: str | None = Field(None, description="the remediation the verdict names, when it names one")
+    ask: str | None = Field(None, description="what a person must decide, with the commands, when no fix runs")
 
     def check(self, check_id: str) -> Check:
         return next(c for c in self.checks if c.id == check_id)

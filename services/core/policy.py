@@ -123,6 +123,22 @@ class Policy(BaseModel):
         "end (clock skew, a harvest that registers at launch or after the trace upload)"))
     monitor: MonitorThresholds = Field(default_factory=MonitorThresholds)  # type: ignore[arg-type]
 
+    def pct(self, fraction: float) -> str:
+        """A threshold as people read it: 0.9 → "90%", 0.125 → "12.5%"."""
+        return f"{100 * fraction:.4g}%"
+
+    @property
+    def valid_min_text(self) -> str:
+        return self.pct(self.valid_fraction_min)
+
+    @property
+    def error_max_text(self) -> str:
+        return self.pct(self.error_fraction_max)
+
+    def completeness_rule(self) -> str:
+        """The finalize rule in words, from the thresholds themselves."""
+        return f"Below {self.valid_min_text} valid or over the {self.error_max_text} error gate"
+
     def is_benign(self, exception_type: str | None) -> bool:
         return exception_type is not None and exception_type in self.benign_exceptions
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 
-from services.core.models import AuditReport, Check, CheckStatus, Experiment, State, Verdict, report_trials
+from services.core.models import AuditReport, Check, CheckStatus, Experiment, State, report_trials
 from services.core.policy import Policy
 from services.csbench.formats import Record
 from services.csbench.model import CampaignExperiment, CampaignFacts, PlanExperiment, RunFacts, RunTrial
@@ -484,14 +484,6 @@ def audit_campaign(exp: Experiment, policy: Policy, now: datetime) -> AuditRepor
     teardown = check_teardown(exp)
     if teardown is not None:
         checks.append(teardown)
-    failing = [c for c in checks if c.status == FAIL]
-    verdict: Verdict
-    if exp.state in (State.running, State.pending) and not exp.facts.stale:
-        verdict = "wait"
-    elif failing or any(c.status == WARN and c.remediation for c in checks):
-        verdict = "investigate"
-    else:
-        verdict = "finalize"
     notes = _notes(exp, teardown, checks)
     c = exp.counts
     return AuditReport(
@@ -500,7 +492,8 @@ def audit_campaign(exp: Experiment, policy: Policy, now: datetime) -> AuditRepor
         trials=report_trials(c),
         valid_fraction=(c.valid / c.expected) if c.expected else None,
         error_fraction=(c.errored / c.total) if c.total else None,
-        checks=checks, verdict=verdict, notes=notes,
+        # the verdict is services.audit.verdict.decide's, over these checks and any enrichment's
+        checks=checks, verdict="investigate", notes=notes,
     )
 
 
@@ -564,17 +557,10 @@ def audit_plan(exp: PlanExperiment) -> AuditReport:
         checks = [_c(i.id, i.title, status[i.status], i.evidence, i.fix if i.status in ("fail", "warn") else None)
                   for i in exp.plan.preflight]
     checks.append(submitted)
-    verdict: Verdict
-    if submitted.status == PASS:
-        verdict = "finalize"
-    elif submitted.status == FAIL:
-        verdict = "investigate"
-    else:
-        verdict = "rerun"
     notes = [f"csbench submit {exp.plan.plan_path} --config {exp.plan.config_path}: a controller ECS, NAT gateway "
              "and EIP bill by the hour from terraform apply until teardown"]
     return AuditReport(
         id=exp.id, source=exp.source, path=exp.path, state=exp.state, state_raw=exp.state_raw, model=exp.model,
         benchmark=exp.benchmark, score=None, trials=report_trials(exp.counts), valid_fraction=None,
-        error_fraction=None, checks=checks, verdict=verdict, notes=notes,
+        error_fraction=None, checks=checks, verdict="investigate", notes=notes,  # decided by decide()
     )

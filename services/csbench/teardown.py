@@ -19,6 +19,7 @@ from services.core.models import Experiment, experiment_key
 from services.core.source import Source
 from services.csbench.actions import cloud_campaign, command_plan, need_settings
 from services.csbench.actions import context as _context
+from services.remediations.errors import WriteRefused
 from services.remediations.records import Plan
 from services.remediations.steps import StepContext
 
@@ -27,9 +28,14 @@ ACTION = "csbench_teardown"
 
 async def plan_for(exp: Experiment, source: Source, config: Config, now: datetime | None = None) -> Plan:
     camp, cid = cloud_campaign(exp, "tear down")
-    s = need_settings(config, "teardown")
     facts = camp.facts
-    argv = s.argv("teardown", cid)
+    try:
+        s = need_settings(config, "teardown")
+    except WriteRefused as exc:
+        # the audit's fix stays a plan of one step: the command, blocked until the config names csbench's
+        s = None
+        unset = str(exc)
+    argv = s.argv("teardown", cid) if s is not None else ["csbench", "teardown", cid, "--config", "<csbench config>"]
     mark = facts.teardown
     read = {"done": facts.status.done if facts.status else None, "stale": facts.stale is not None,
             "marker": mark.record_id if mark else None, "over": facts.over}
@@ -43,14 +49,15 @@ async def plan_for(exp: Experiment, source: Source, config: Config, now: datetim
              "ledger lists, and terraform destroy the controller, NAT gateway and EIP — they bill by the hour."]
     if not facts.over:
         intro.append("It is still running: teardown stops it before it finishes.")
-    blocked = None
-    if not os.path.isdir(s.workdir):
+    blocked = None if s is not None else unset
+    if s is not None and not os.path.isdir(s.workdir):
         blocked = (f"the working dir {s.workdir} does not exist (csbench teardown runs terraform in "
                    "infra/terraform/aliyun-iam under it; set [csbench] workdir)")
     after = [f"Its output is kept in the record under {exp.path}/.evaldesk-quarantine/ and in the journal; the "
              "audit reads the printed {'destroyed': …} back and the reminder clears when it is True.",
              "A command cannot be undone."]
-    return command_plan(ACTION, f"Tear down {cid}", camp, argv, s.workdir, intro, after, read, now, blocked)
+    return command_plan(ACTION, f"Tear down {cid}", camp, argv, s.workdir if s is not None else None, intro, after,
+                        read, now, blocked)
 
 
 def context(source: Source, config: Config) -> StepContext:

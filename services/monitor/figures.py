@@ -58,6 +58,7 @@ class Reading(BaseModel):
     finished: int
     expected: int | None
     invalid_errors: int
+    score: float | None = Field(None, description="the run's own score, as every other surface shows it")
     pass_rate: float | None
     pass_rate_ci: tuple[float, float] | None
     mean_reward_valid: float | None
@@ -78,6 +79,10 @@ class Reading(BaseModel):
             "counts": dict(self.counts),
             "finished": self.finished,
             "expected": self.expected,
+            "valid": self.counts.get("valid", 0),
+            "errored": self.counts.get("errored", 0),
+            "invalid_errors": self.invalid_errors,
+            "score": _round(self.score),
             "pass_rate": _round(self.pass_rate),
             "pass_rate_ci": [_round(v) for v in self.pass_rate_ci] if self.pass_rate_ci else None,
             "expected_pass_rate": _round(self.alignment.expected) if self.alignment else None,

@@ -218,6 +218,7 @@ class MonitorState:
             finished=finished,
             expected=c.expected,
             invalid_errors=c.invalid_errors,
+            score=exp.score,
             pass_rate=pass_rate,
             pass_rate_ci=ci,
             mean_reward_valid=mean_valid,

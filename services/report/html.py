@@ -8,12 +8,15 @@ script reads), and its text is the same value formatted for people.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import math
 import re
 from collections.abc import Iterable
 
 from services.core.alignment import fmt_value
+from services.core.text import dumps
 from services.core.times import fmt_duration, iso_z
 from services.report.assets import CSS, JS
 from services.report.model import Comparison, ExceptionGroup, Histogram, Kpis, Report, Ring, RunReport, TaskRow
@@ -25,12 +28,17 @@ RING_COLORS = (("passed", "var(--pass)"), ("partial", "var(--partial)"), ("faile
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\udc80-\udcff]")
+_LONE = re.compile("[\ud800-\udfff]")
 
 
 def esc(v: object) -> str:
-    """Text for HTML: escaped, and control characters shown as \\xNN (a report printed to a
-    terminal must not carry a name's escape sequences into it)."""
+    """Text for HTML: escaped, control characters shown as \\xNN (a report printed to a
+    terminal must not carry a name's escape sequences into it), and a name's bytes that are
+    not UTF-8 (read as lone surrogates) as \\xNN, as term_safe shows them."""
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if v is None else str(v))
+    text = _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
+    text = _LONE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return html.escape(text, quote=True)
 
 
@@ -77,9 +85,10 @@ def _signed(v: float | None) -> str:
 
 # ---- pieces ---------------------------------------------------------------------------------
 
-def kpi_cards(k: Kpis, error_limit: float | None) -> str:
+def kpi_cards(k: Kpis, error_limit: float | None, valid_min: float | None = None) -> str:
     over = error_limit is not None and k.error_fraction is not None and k.error_fraction > error_limit
-    short = k.expected is not None and k.valid_fraction is not None and k.valid_fraction < 0.9
+    short = (valid_min is not None and k.expected is not None and k.valid_fraction is not None
+             and k.valid_fraction < valid_min)
     tok_sub = (f"in {fmt_count(k.n_input_tokens)} · out {fmt_count(k.n_output_tokens)}"
                if k.tokens is not None else "not recorded")
     cards = [
@@ -88,7 +97,8 @@ def kpi_cards(k: Kpis, error_limit: float | None) -> str:
          _num(k.valid), f"{fmt_pct(k.valid_fraction)} of expected", short,
          f' data-expected="{_num(k.expected)}"'),
         ("errors", "Error %", fmt_pct(k.error_fraction), _num(k.error_fraction),
-         f"invalid errors / {k.finished} finished" + (f" (limit {fmt_pct(error_limit, 0)})" if error_limit else ""),
+         f"{k.invalid_errors} invalid errors / {k.finished} finished · {k.errored} errored"
+         + (f" (limit {fmt_pct(error_limit, 0)})" if error_limit else ""),
          over, ""),
         ("tokens", "Tokens", fmt_count(k.tokens), _num(k.tokens), tok_sub, False, ""),
         ("cost", "Cost", fmt_cost(k.cost_usd), _num(k.cost_usd), "USD" if k.cost_usd is not None else "not recorded",
@@ -169,8 +179,9 @@ def audit_block(run: RunReport) -> str:
         for c in a.checks)
     notes = "".join(f"<li>{esc(n)}</li>" for n in a.notes)
     return (f'<h3>Audit</h3><p>Verdict <span class="verdict {esc(a.verdict)}" data-verdict="{esc(a.verdict)}">'
-            f'{esc(a.verdict.upper())}</span></p>'
-            f'<div class="scroll"><table class="checks"><thead><tr><th></th><th>check</th><th>evidence</th>'
+            f'{esc(a.verdict.upper())}</span> {esc(a.reason)}</p>'
+            + (f'<p class="ask">Decide: {esc(a.ask)}</p>' if a.ask and a.ask != a.reason else "")
+            + '<div class="scroll"><table class="checks"><thead><tr><th></th><th>check</th><th>evidence</th>'
             f'<th>action</th></tr></thead><tbody>{rows}</tbody></table></div>'
             + (f'<ul class="notes">{notes}</ul>' if notes else ""))
 
@@ -255,7 +266,7 @@ def tasks_table(run: RunReport, table_id: str) -> str:
             f'id="{esc(table_id)}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
 
 
-def run_section(run: RunReport, index: int, error_limit: float | None) -> str:
+def run_section(run: RunReport, index: int, error_limit: float | None, valid_min: float | None = None) -> str:
     where = " · ".join(esc(x) for x in (run.benchmark or "—", run.model or "—",
                                            f"{run.state}" + (f" ({run.state_raw})" if run.state_raw else ""),
                                            run.source_label or run.source) if x)
@@ -263,7 +274,7 @@ def run_section(run: RunReport, index: int, error_limit: float | None) -> str:
                 if run.problems else "")
     return (f'<section class="run" id="run-{index}" data-experiment="{esc(run.id)}">'
             f'<h2>{esc(run.id)}</h2><p class="muted">{where}</p>'
-            f'{kpi_cards(run.kpis, error_limit)}'
+            f'{kpi_cards(run.kpis, error_limit, valid_min)}'
             f'<div class="charts">{ring_svg(run.ring)}{histogram_svg(run.histogram)}</div>'
             f'{audit_block(run)}{alignment_block(run)}{exceptions_block(run.exceptions)}'
             f'{tasks_table(run, f"tasks-{index}")}{problems}</section>')
@@ -302,24 +313,36 @@ def comparison_section(c: Comparison, runs: list[RunReport]) -> str:
             f'</th></tr></thead><tbody>{trows}</tbody></table></div></section>')
 
 
+def report_json(report: Report, indent: int | None = None) -> str:
+    """The report as JSON: any name survives (bytes that are not UTF-8 as \\udcXX, which JSON
+    readers take back exactly), and no raw control character reaches the output."""
+    return dumps(report.model_dump(mode="json"), indent=indent)
+
+
+# the CSP names the one script the page runs by its hash: nothing else inline may run
+SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(JS.encode()).digest()).decode()
+
+
 def _json_block(report: Report) -> str:
-    data = report.model_dump_json()
+    data = report_json(report)
     # a JSON string can hold "</script>": keep the block closed where it should be
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f'<script type="application/json" id="evaldesk-report">{data}</script>'
 
 
-def render_html(report: Report, error_limit: float | None = None) -> str:
+def render_html(report: Report, error_limit: float | None = None, valid_min: float | None = None) -> str:
+    """The page; `error_limit` and `valid_min` are the policy's thresholds (the cards that cross
+    them are marked), never written here."""
     runs = report.runs
     cols = min(len(runs), 3) if report.comparison is not None else 1
     notes = "".join(f"<li>{esc(n)}</li>" for n in report.notes)
-    sections = "".join(run_section(r, i, error_limit) for i, r in enumerate(runs))
+    sections = "".join(run_section(r, i, error_limit, valid_min) for i, r in enumerate(runs))
     comparison = comparison_section(report.comparison, runs) if report.comparison else ""
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
-        'script-src \'unsafe-inline\'; img-src data:">'
+        f'script-src \'{SCRIPT_HASH}\'; img-src data:">'
         f'<title>evaldesk report — {esc(report.title)}</title><style>{CSS}</style></head><body>'
         f'<header><h1>{esc(report.title)}</h1><p class="meta">evaldesk report · generated '
         f'{esc(iso_z(report.generated_at))} · {len(runs)} run(s)</p>'

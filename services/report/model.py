@@ -30,6 +30,8 @@ class Kpis(BaseModel):
     error_fraction: float | None = Field(description="the audit's error-gate figure")
     finished: int = Field(description="finished attempts")
     running: int
+    errored: int = Field(0, description="finished attempts without a valid reward")
+    invalid_errors: int = Field(0, description="what the error gate counts (DESIGN 3a), on disk")
     tokens: int | None = Field(description="input + output tokens")
     n_input_tokens: int | None = None
     n_output_tokens: int | None = None
@@ -98,6 +100,8 @@ class AuditSummary(BaseModel):
     needs_action: bool
     checks: list[Check]
     notes: list[str] = Field(default_factory=list)
+    reason: str = ""
+    ask: str | None = None
 
 
 class RunReport(BaseModel):

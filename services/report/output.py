@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -18,7 +17,7 @@ from services.core.policy import Policy
 from services.core.statefile import write_atomic
 from services.core.xdg import data_dir
 from services.report.build import build_report
-from services.report.html import render_html
+from services.report.html import render_html, report_json
 from services.report.model import Report
 
 Format = Literal["html", "json"]
@@ -40,9 +39,10 @@ def report_for(exps: Sequence[Experiment], policy: Policy, now: datetime, baseli
 
 
 def render(report: Report, fmt: Format, policy: Policy | None = None) -> str:
+    policy = policy or Policy()
     if fmt == "json":
-        return json.dumps(report.model_dump(mode="json"), ensure_ascii=False, indent=1) + "\n"
-    return render_html(report, (policy or Policy()).error_fraction_max)
+        return report_json(report, indent=1) + "\n"
+    return render_html(report, policy.error_fraction_max, policy.valid_fraction_min)
 
 
 def reports_dir() -> Path:
@@ -60,5 +60,6 @@ def write_text_atomic(path: Path, text: str) -> Path:
     """Write `text` to `path` whole or not at all (a half-written report never sits there)."""
     path = path.expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text.encode("utf-8"))
+    # a name that is not UTF-8 is escaped by the renderers; anything left is written, never a traceback
+    write_atomic(path, text.encode("utf-8", "backslashreplace"))
     return path.resolve()

@@ -16,9 +16,11 @@ from tests.support.harbor_factory import JobBuilder, healthy_job, tree
 from tui.cli import main
 
 EXPERIMENT_KEYS = {"id", "source", "path", "state", "state_raw", "model", "benchmark", "score", "trials",
-                   "valid_fraction", "error_fraction", "checks", "verdict", "notes"}
-TRIALS_KEYS = {"total", "valid", "errored", "running", "expected", "n_rep", "max_attempts_per_task",
-               "valid_after_dedupe"}
+                   "valid_fraction", "error_fraction", "checks", "verdict", "notes",
+                   # why the verdict: the check that decided it, the fix it names, what a person decides
+                   "reason", "decided_by", "fix", "ask"}
+TRIALS_KEYS = {"total", "valid", "errored", "running", "expected", "invalid_errors", "n_rep",
+               "max_attempts_per_task", "valid_after_dedupe"}
 CHECK_IDS = ["finished", "score", "traces", "valid_count", "duplicates", "error_gate", "model_name",
              "benchmark_name", "stale_rows"]
 DEDUPE_KEYS = {"id", "before", "after", "remove", "keep", "copies", "applied", "quarantine", "record"}

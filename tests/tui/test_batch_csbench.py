@@ -27,7 +27,7 @@ def test_list_the_demo_with_its_campaign(tmp_path: Path, capsys: pytest.CaptureF
     camp = next(r for r in rows if r["id"] == "camp-5e1f0c2a")
     assert camp["source"] == str(tmp_path / "demo") and camp["state"] == "finished" and camp["state_raw"] == "fetched"
     assert camp["benchmark"] == "swe-bench" and camp["model"] == "mock-agent@slice1"
-    assert camp["verdict"] == "investigate" and (camp["valid"], camp["expected"]) == (1, 1)
+    assert camp["verdict"] == "teardown" and (camp["valid"], camp["expected"]) == (1, 1)
     # the six Harbor jobs and the campaign (other backends' demo data sits beside them)
     assert len([r for r in rows if r["source"] == str(tmp_path / "demo")]) == 7
 

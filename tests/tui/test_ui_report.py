@@ -84,8 +84,9 @@ async def test_R_writes_the_report_shows_its_path_and_o_opens_it(
         assert path.parent == reports_dir() and path.suffix == ".html" and path.exists()
         assert str(screen.query_one("#report-path", Static).render()) == str(path)
         summary = str(screen.query_one("#report-summary", Static).render())
-        assert "OpenThinker-Agent-8B_2026-11-19__12-00-00: score 0.420 · valid 264/267 · errors 1.1% · verdict " \
-               "FINALIZE" in summary
+        # a failing alignment is never finalized: a person aligns the config
+        assert "OpenThinker-Agent-8B_2026-11-19__12-00-00: score 0.420 · 264 valid of 267 expected · 3 errored · " \
+               "3 invalid errors · error gate 1.1% · verdict INVESTIGATE" in summary
         assert "alignment (fail): actual 0.416" in summary
         assert "o opens it (xdg-open)" in str(screen.query_one("#report-hint", Static).render())
         assert 'data-kpi="score" data-value="0.42' in path.read_text()

@@ -66,7 +66,7 @@ async def test_a_rock_run_is_listed_with_its_tasks_log_and_diagnosis(
         row = next(r for r in home.shown if r.key == ROCK_KEY)
         cells = [row.cell_text(c, False, 40).plain for c in ("source", "id", "benchmark", "state", "progress",
                                                                  "verdict")]
-        assert cells == ["demo/rock", "exp-7f3a9c21", "terminal-bench-core", " done ", "30/40", "resume"]
+        assert cells == ["demo/rock", "exp-7f3a9c21", "terminal-bench-core", " done ", "30/40", "retry"]
         screen = await open_rock_trials(pilot)
         table = screen.query_one(VirtualTable)
         assert table.row_count == 40

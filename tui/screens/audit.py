@@ -23,17 +23,22 @@ from widgets.checklist import Checklist, ChecklistItem
 from widgets.footer import KeyFooter
 from widgets.state_badge import state_badge
 
-VERDICT_MEANING = {
-    "finalize": "complete and healthy: register the score and upload traces",
-    "dedupe": "duplicates inflate the count: dedupe before anything else",
-    "resume": "below 90% valid or over the error gate: resume, never register",
-    "rerun": "the eval never reached the model: fix the endpoint and re-run",
-    "wait": "still running: wait and audit again",
-    "investigate": "something is off: read the failing checks",
-    "repair": "the job's own result.json does not parse: rebuild it from the trials (x), then audit again",
-}
-VERDICT_STYLES = {"finalize": "bold green", "wait": "bold blue", "dedupe": "bold yellow",
-                  "resume": "bold yellow", "rerun": "bold red", "investigate": "bold red", "repair": "bold red"}
+# what each verdict asks of a person: act (yellow), wait (blue), done (green), look (red)
+VERDICT_STYLES = {"finalize": "bold green", "wait": "bold blue", "investigate": "bold red", "repair": "bold red",
+                  "input": "bold magenta"}
+FIX_STYLE = "bold yellow"
+
+
+def verdict_text(report: AuditReport) -> Text:
+    """The verdict and why, in the words of the check that decided it
+    (services.audit.verdict.decide): what to run, or what a person must decide."""
+    style = VERDICT_STYLES.get(report.verdict, FIX_STYLE)
+    text = Text.assemble(("Verdict: ", "bold"), (report.verdict.upper(), style), f" — {term_safe(report.reason)}")
+    if report.fix and report.fix in REMEDIATIONS:
+        text.append("  [x runs it]", style="dim")
+    if report.ask and report.ask != report.reason:
+        text.append(f"\nDecide: {term_safe(report.ask)}")
+    return text
 
 
 def checklist_items(report: AuditReport) -> list[ChecklistItem]:
@@ -83,7 +88,7 @@ class AuditScreen(Screen[None]):
         if report is not None and checklist.items:
             # start on what needs doing: a row evaldesk can fix, else the first failing check
             ids = [i.id for i in checklist.items]
-            order = ([c for c in report.checks if c.remediation == report.verdict]
+            order = ([c for c in report.checks if c.id == report.decided_by]
                      + [c for c in report.checks if c.remediation] + [c for c in report.checks if c.status == "fail"])
             target = next((ids.index(c.id) for c in order if c.id in ids), None)
             if target is not None:
@@ -112,25 +117,19 @@ class AuditScreen(Screen[None]):
         line.display = command is not None
         line.update(command or "")
         self.query_one(Checklist).set_items(checklist_items(report))
-        verdict = Text.assemble(
-            ("Verdict: ", "bold"),
-            (report.verdict.upper(), VERDICT_STYLES.get(report.verdict, "bold")),
-            f" — {VERDICT_MEANING.get(report.verdict, '')}",
-        )
-        self.query_one("#verdict", Static).update(verdict)
+        self.query_one("#verdict", Static).update(verdict_text(report))
         notes = Text("\n").join(Text(f"• {term_safe(n)}") for n in report.notes) if report.notes else Text("")
         self.query_one("#notes", Static).update(notes)
 
     @staticmethod
     def _title(exp: Experiment, report: AuditReport) -> Text:
         text = Text.assemble(state_badge(exp.state.value, compact=True), " ", (term_safe(exp.id), "bold"), "\n")
-        score = "—" if report.score is None else f"{report.score:.3f}"
         after = report.trials.get("valid_after_dedupe")
         ef = "—" if report.error_fraction is None else f"{100 * report.error_fraction:.1f}%"
         if after is not None:
             ef += " after dedupe"
-        text.append(f"score {score} · {census_words(exp.counts, valid_after_dedupe=after)} · errors {ef}",
-                    style="dim")
+        words = census_words(exp.counts, valid_after_dedupe=after, score=report.score, with_score=True)
+        text.append(f"{words} · error gate {ef}", style="dim")
         return text
 
     def _command_line(self) -> Text | None:

@@ -90,13 +90,18 @@ def figures_text(r: Reading, compact: bool = False, window_s: float = 600.0) -> 
         t.append(value + "\n", style=style)
 
     exp = r.expected if r.expected is not None else "?"
-    err = f"{r.invalid_errors} err" if compact else f"{r.invalid_errors} invalid errors"
-    row("finished", f"{r.finished}/{exp}, {err}")
+    valid, errored = r.counts.get("valid", 0), r.counts.get("errored", 0)
+    if compact:
+        row("finished", f"{r.finished}/{exp}, {valid} valid, {r.invalid_errors} err")
+    else:
+        # the census's words (services.core.census.census_words), as the trials and audit screens say them
+        row("finished", f"{r.finished}/{exp}: {valid} valid · {errored} errored · {r.invalid_errors} invalid errors")
+    row("score", "—" if r.score is None else f"{r.score:.3f}" + ("" if compact else "  (the run's own mean)"))
     ci = ""
     if r.pass_rate_ci:
         lo, hi = r.pass_rate_ci
         ci = f" CI {100 * lo:.0f}–{100 * hi:.0f}%" if compact else f"  CI {fmt_rate(lo)}–{fmt_rate(hi)}"
-    row("pass rate", f"{fmt_rate(r.pass_rate)}{ci}", "bold")
+    row("pass rate", f"{fmt_rate(r.pass_rate)}{ci}" + ("" if compact else "  (passes / finished)"), "bold")
     al = r.alignment
     if al is not None:
         low = al.actual < al.expected

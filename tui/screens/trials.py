@@ -322,7 +322,7 @@ class TrialsScreen(Screen[None]):
         elif exp is not None:
             report = self.host.audit(self.key)
             after = report.trials.get("valid_after_dedupe") if report is not None else None
-            line2.append(census_words(exp.counts, valid_after_dedupe=after))
+            line2.append(census_words(exp.counts, valid_after_dedupe=after, score=exp.score, with_score=True))
         if self.marks:
             line2.append(f"  · {len(self.marks)} marked (x resumes them, ctrl+space clears)", style="bold")
         self.query_one("#trials-title", Static).update(Text("\n").join([line1, line2]))

@@ -27,8 +27,8 @@ def test_demo_tasks_their_audits_and_actions(tmp_path: Path, capsys: pytest.Capt
     code, data = run(capsys, "--batch", "audit", str(demo), "--format", "json")
     verdicts = {e["id"]: e["verdict"] for e in data["experiments"] if e["source"] == "aisbench"}  # type: ignore
     assert verdicts == {"gsm8k-accuracy": "finalize", "perf-gsm8k": "finalize", "gsm8k-server-down": "resume",
-                        "swe-bench-verified-mini": "finalize", "gsm8k-qwen3-32b": "rerun",
-                        "ceval-qwen3-32b": "investigate", "mmlu-qwen3-8b": "rerun"}
+                        "swe-bench-verified-mini": "finalize", "gsm8k-qwen3-32b": "input",
+                        "ceval-qwen3-32b": "launch", "mmlu-qwen3-8b": "launch"}
     assert {"harbor", "aisbench"} <= {e["source"] for e in data["experiments"]}  # type: ignore[attr-defined]
     bare = tmp_path / "bare-bin"  # this machine as an eval host without ais_bench
     bare.mkdir()

@@ -251,7 +251,7 @@ async def test_rows_of_the_task_table_give_the_other_states(root: Path) -> None:
     assert "max-out-len and batch-size not given" in str(exps["asked"].task.reason)
     assert exps["asked"].counts.expected is None  # the datasets are known from the run's own dumped config
     report = audit_experiment(exps["stuck"], now=NOW)
-    assert report.check("preflight").status.value == "fail" and report.verdict == "investigate"
+    assert report.check("preflight").status.value == "fail" and report.verdict == "launch"
     assert audit_experiment(exps["asked"], now=NOW).check("params").remediation == "aisbench_launch"
 
 

@@ -38,7 +38,8 @@ def test_healthy_job_is_finalized(tmp_path: Path) -> None:
     assert {c.id: c.status for c in r.checks} == {
         "finished": PASS, "score": PASS, "traces": SKIP, "valid_count": PASS, "duplicates": PASS,
         "error_gate": PASS, "model_name": PASS, "benchmark_name": PASS, "stale_rows": SKIP}
-    assert r.trials == {"total": 30, "valid": 30, "errored": 0, "running": 0, "expected": 30, "n_rep": 3,
+    assert r.trials == {"total": 30, "valid": 30, "errored": 0, "running": 0, "expected": 30, "invalid_errors": 0,
+                        "n_rep": 3,
                         "max_attempts_per_task": 3, "valid_after_dedupe": None}
     assert r.valid_fraction == 1.0 and r.error_fraction == 0.0
 

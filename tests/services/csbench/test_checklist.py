@@ -117,7 +117,7 @@ async def test_mock_on_a_cloud_campaign_is_you_paid_for_a_mock(tmp_path: Path,
     assert c.status.value == "fail" and c.evidence.startswith("you paid for a mock")
     assert "environment.execution = simulated" in c.evidence and "mock-agent@slice1" in c.evidence
     assert "target.mode: real" in (c.action or "")
-    assert r.verdict == "investigate" and r.needs_action
+    assert r.verdict == "teardown" and r.needs_action
     # the harness items cannot be decided from a simulated run, and say so
     for item in ("harness_report", "swebench_importable", "placement_local"):
         assert status(r, item) == "skip"
@@ -191,7 +191,7 @@ async def test_teardown_reminder_on_a_fetched_cloud_campaign(tmp_path: Path,
     assert c.status.value == "warn" and "NAT and EIP bill by the hour" in c.evidence
     assert c.remediation == "csbench_teardown"
     assert "csbench teardown camp-1234abcd" in (c.action or "")
-    assert r.verdict == "investigate" and r.needs_action
+    assert r.verdict == "teardown" and r.needs_action
     assert r.notes[0].startswith("Tear the campaign down first")
     # not a cloud campaign id: the reminder stays, with nothing evaldesk can run
     _, r2 = await audit(tmp_path, tmp_path_factory, live_oracle(), name="swe-smoke")

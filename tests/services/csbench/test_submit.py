@@ -148,7 +148,7 @@ async def test_submit_through_the_write_path(desk: Desk) -> None:
     plan_exp, campaigns = await desk.scan()
     assert campaigns == [] and (plan_exp.state, plan_exp.state_raw) == (State.pending, "not submitted")
     report = audit_experiment(plan_exp)
-    assert report.verdict == "rerun" and report.check("submitted").remediation == "csbench_submit"
+    assert report.verdict == "submit" and report.check("submitted").remediation == "csbench_submit"
     src = desk.source()
     plan = await registry.plan("csbench_submit", plan_exp, src, desk.config)
     assert plan.blocked is None and len(plan.steps) == 1
@@ -177,7 +177,8 @@ async def test_submit_through_the_write_path(desk: Desk) -> None:
     assert camp.id == cid and (camp.state, camp.state_raw) == (State.pending, "no manifest")
     assert (plan_exp.state, plan_exp.state_raw) == (State.dispatched, f"submitted {cid}")
     report = audit_experiment(plan_exp)
-    assert report.verdict == "finalize" and cid in report.check("submitted").evidence
+    # dispatched: the plan waits on the campaign it started, which its own row follows
+    assert report.verdict == "wait" and cid in report.check("submitted").evidence
     assert not [c for c in report.checks if c.status.value == "fail"]
     # idempotent: the same plan and config again would pay for a second controller
     again = await registry.plan("csbench_submit", plan_exp, src, desk.config)
