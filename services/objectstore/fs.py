@@ -489,8 +489,8 @@ class StoreFS:
         if obj is not None:  # one object
             if self.bucket.head(dst) is not None:
                 raise FileExistsError(errno.EEXIST, "refusing to overwrite", dst_path)
-            new = self.bucket.copy(obj, dst)
-            if new.checksum != obj.checksum:
+            new = self.bucket.head(dst) if self.bucket.copy(obj, dst) else None
+            if new is None or not self.bucket.same(obj, new):
                 raise OSError(errno.EIO, "the copy does not match its source; the source is kept", dst_path)
             self.bucket.delete(obj)
             self._forget(src)
@@ -515,12 +515,12 @@ class StoreFS:
                 self.bucket.copy(o, target)
             except Conflict:
                 have = self.bucket.head(target)
-                if have is None or have.checksum != o.checksum:
+                if have is None or not self.bucket.same(o, have):
                     raise
             checkpoint("move:copying")
         # verified: every copy is there with its source's checksum, before anything is deleted
-        copies = {o.key: o.checksum for o in self.bucket.objects(dst + "/")}
-        bad = [o.key for o in objs if copies.get(dst + o.key[len(src):]) != o.checksum]
+        copies = {o.key: o for o in self.bucket.objects(dst + "/")}
+        bad = [o.key for o in objs if (c := copies.get(dst + o.key[len(src):])) is None or not self.bucket.same(o, c)]
         if bad:
             raise OSError(errno.EIO, f"{len(bad)} copies do not match their sources; nothing deleted",
                           self.paths.path(bad[0]))
