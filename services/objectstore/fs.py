@@ -115,6 +115,7 @@ class _Tree:
         self.files: dict[str, Obj] = {}
         self.dirs: dict[str, dict[str, str]] = {top: {}}
         self.hidden: set[str] = set()  # prefixes in the middle of a move (see the module's doc)
+        self.incoming: set[str] = set()  # of those, the destinations
         start = len(top) + 1 if top else 0
         for o in objs:
             self.files[o.key] = o
@@ -125,6 +126,8 @@ class _Tree:
                 self.dirs.setdefault(parent, {})[part] = "file" if last else "dir"
                 if last and part in MARKERS:
                     self.hidden.add(parent)
+                    if part == INCOMING:
+                        self.incoming.add(parent)
                 parent = f"{parent}/{part}" if parent else part
 
 
@@ -149,6 +152,19 @@ class StoreWalkFS:
                 return tree
         taken = time.monotonic()
         tree = _Tree(key, self.bucket.objects(key + "/" if key else ""), taken)
+        for dst in tree.incoming - {k.rpartition("/")[0] for k in tree.files if k.endswith("/" + MOVED)}:
+            # a destination whose move is committed is there (its source's deletions may lag)
+            got = self.bucket.get(f"{dst}/{INCOMING}", 64 * 1024)
+            try:
+                src = str(json.loads(got[0]).get("src", "")) if got else ""
+            except (ValueError, AttributeError):
+                src = ""
+            commit = self.bucket.get(f"{src}/{MOVED}", 64 * 1024) if src else None
+            try:
+                if commit is not None and json.loads(commit[0]).get("dst") == dst:
+                    tree.hidden.discard(dst)
+            except (ValueError, AttributeError):
+                pass
         self._trees.append(tree)
         return tree
 

@@ -208,3 +208,28 @@ async def test_a_multipart_artifact_moves_and_comes_back_whole(s3_store: Emulato
     assert after[moved] == before[key]
     await WritePath(Journal(tmp_path / "journal.jsonl")).undo(record, registry.context("dedupe", src, Config()))
     assert store.objects(PREFIX) == before
+
+
+async def test_a_move_back_cut_short_after_its_commit_counts_the_trial_once(store: Emulator,
+                                                                             tmp_path: Path) -> None:
+    """An undo killed after a move's commit, before its deletions: the trial is in the job
+    (once), not in the quarantine; the next write under the lock finishes the deletions."""
+    from services.objectstore.fs import INCOMING
+
+    src, _ = _setup(store, tmp_path)
+    record = await _apply(src, tmp_path)
+    step = next(s for s in record.plan.steps if s.kind == "move" and "/" not in s.label)
+    q, j = src.fs().paths.key(step.dst), src.fs().paths.key(step.src)
+    copied = store.bucket.objects(q + "/")
+    for o in copied:
+        store.bucket.copy(o, j + o.key[len(q):])
+    store.bucket.put(f"{j}/{INCOMING}", json.dumps({"src": q}).encode(), None)
+    store.bucket.put(f"{q}/{MOVED}", json.dumps({"dst": j, "objects": {o.key: o.version for o in copied}}).encode(),
+                     None)
+    exp = _exp(src)
+    assert [t.path for t in exp.trials].count(step.label) == 1 and len(exp.trials) == 9
+    fs = src.fs()
+    assert await fs.stat(step.src) is not None and await fs.stat(step.dst) is None
+    await fs.mkdir_exclusive(f"{record.plan.lock_dir}/.evaldesk-lock")
+    assert not [k for k in store.objects(PREFIX) if k.endswith((INCOMING, MOVED))]
+    assert not store.bucket.objects(q + "/") and store.bucket.objects(j + "/")
