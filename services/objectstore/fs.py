@@ -115,6 +115,7 @@ class _Tree:
         self.files: dict[str, Obj] = {}
         self.dirs: dict[str, dict[str, str]] = {top: {}}
         self.hidden: set[str] = set()  # prefixes in the middle of a move (see the module's doc)
+        self.incoming: set[str] = set()  # of those, the destinations
         start = len(top) + 1 if top else 0
         for o in objs:
             self.files[o.key] = o
@@ -125,6 +126,8 @@ class _Tree:
                 self.dirs.setdefault(parent, {})[part] = "file" if last else "dir"
                 if last and part in MARKERS:
                     self.hidden.add(parent)
+                    if part == INCOMING:
+                        self.incoming.add(parent)
                 parent = f"{parent}/{part}" if parent else part
 
 
@@ -149,6 +152,19 @@ class StoreWalkFS:
                 return tree
         taken = time.monotonic()
         tree = _Tree(key, self.bucket.objects(key + "/" if key else ""), taken)
+        for dst in tree.incoming - {k.rpartition("/")[0] for k in tree.files if k.endswith("/" + MOVED)}:
+            # a destination whose move is committed is there (its source's deletions may lag)
+            got = self.bucket.get(f"{dst}/{INCOMING}", 64 * 1024)
+            try:
+                src = str(json.loads(got[0]).get("src", "")) if got else ""
+            except (ValueError, AttributeError):
+                src = ""
+            commit = self.bucket.get(f"{src}/{MOVED}", 64 * 1024) if src else None
+            try:
+                if commit is not None and json.loads(commit[0]).get("dst") == dst:
+                    tree.hidden.discard(dst)
+            except (ValueError, AttributeError):
+                pass
         self._trees.append(tree)
         return tree
 
@@ -489,8 +505,8 @@ class StoreFS:
         if obj is not None:  # one object
             if self.bucket.head(dst) is not None:
                 raise FileExistsError(errno.EEXIST, "refusing to overwrite", dst_path)
-            new = self.bucket.copy(obj, dst)
-            if new.checksum != obj.checksum:
+            new = self.bucket.head(dst) if self.bucket.copy(obj, dst) else None
+            if new is None or not self.bucket.same(obj, new):
                 raise OSError(errno.EIO, "the copy does not match its source; the source is kept", dst_path)
             self.bucket.delete(obj)
             self._forget(src)
@@ -515,12 +531,12 @@ class StoreFS:
                 self.bucket.copy(o, target)
             except Conflict:
                 have = self.bucket.head(target)
-                if have is None or have.checksum != o.checksum:
+                if have is None or not self.bucket.same(o, have):
                     raise
             checkpoint("move:copying")
         # verified: every copy is there with its source's checksum, before anything is deleted
-        copies = {o.key: o.checksum for o in self.bucket.objects(dst + "/")}
-        bad = [o.key for o in objs if copies.get(dst + o.key[len(src):]) != o.checksum]
+        copies = {o.key: o for o in self.bucket.objects(dst + "/")}
+        bad = [o.key for o in objs if (c := copies.get(dst + o.key[len(src):])) is None or not self.bucket.same(o, c)]
         if bad:
             raise OSError(errno.EIO, f"{len(bad)} copies do not match their sources; nothing deleted",
                           self.paths.path(bad[0]))

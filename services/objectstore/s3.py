@@ -112,7 +112,15 @@ class S3Bucket(Bucket):
                 raise FileNotFoundError(src.key) from None
             raise OSError(f"{src.key} -> {dst}: {exc}") from None
         etag = r.get("CopyObjectResult", {}).get("ETag", "")
-        return Obj(dst, src.size, 0, etag, etag)
+        return Obj(dst, src.size, 0, etag, etag)  # (the size is the source's: `same` checks the listing's)
+
+    def same(self, src: Obj, copy: Obj) -> bool:
+        # a multipart upload's ETag ("…-N") is not its content's MD5, and its server-side copy
+        # gets another: the copy named the source's ETag (x-amz-copy-source-if-match), so S3
+        # copied exactly that version; the size says it is whole
+        if "-" in src.checksum.strip('"'):
+            return copy.size == src.size
+        return copy.size == src.size and copy.checksum == src.checksum
 
     def delete(self, obj: Obj) -> None:
         self.counted()

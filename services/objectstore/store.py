@@ -75,6 +75,10 @@ class Bucket:
         """A server-side copy of exactly version `src.version` to `dst`, which must not exist."""
         raise NotImplementedError
 
+    def same(self, src: Obj, copy: Obj) -> bool:
+        """Whether `copy` holds what `src` held: the check before any source is deleted."""
+        return copy.size == src.size and copy.checksum == src.checksum
+
     def delete(self, obj: Obj) -> None:
         """Delete exactly version `obj.version`; Conflict when it is another."""
         raise NotImplementedError

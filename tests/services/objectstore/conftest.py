@@ -80,7 +80,16 @@ class Emulator:
 
 @pytest.fixture(params=["gs", "s3"])
 def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Emulator:
-    if request.param == "gs":
+    return _emulator(request, monkeypatch, request.param)
+
+
+@pytest.fixture
+def s3_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Emulator:
+    return _emulator(request, monkeypatch, "s3")
+
+
+def _emulator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, scheme: str) -> Emulator:
+    if scheme == "gs":
         endpoint = request.getfixturevalue("gcs_server")
         env = {"STORAGE_EMULATOR_HOST": endpoint}
     else:
@@ -91,6 +100,6 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Em
         monkeypatch.setenv(k, v)
     for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS"):
         monkeypatch.delenv(k, raising=False)
-    em = Emulator(request.param, endpoint, env)
+    em = Emulator(scheme, endpoint, env)
     em.open()
     return em

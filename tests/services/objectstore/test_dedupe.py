@@ -179,3 +179,57 @@ async def test_a_move_never_overwrites_and_a_conflicting_copy_is_left(store: Emu
         await fs._io(fs._put, f"{root}/{a}/result.json", b"x", "1")
     ctx = StepContext(fs)
     assert (await ctx.fs.stat(f"{root}/{a}")) is not None
+
+
+async def test_a_multipart_artifact_moves_and_comes_back_whole(s3_store: Emulator, tmp_path: Path) -> None:
+    """An artifact uploaded in parts (S3's ETag is then not its MD5, and its copy's differs)
+    goes into the quarantine and back whole."""
+    store = s3_store
+    src, _ = _setup(store, tmp_path)
+    exp = _exp(src)
+    from services.remediations.dedupe import plan_dedupe
+
+    surplus = plan_dedupe(exp).remove[0]
+    key = f"{PREFIX}/{JOB}/{surplus}/agent/trajectory.bin"
+    c = store.bucket.client
+    up = c.create_multipart_upload(Bucket=store.bucket_name, Key=key)
+    parts = []
+    for n, chunk in enumerate((b"a" * (5 << 20), b"b" * 1024), start=1):
+        r = c.upload_part(Bucket=store.bucket_name, Key=key, UploadId=up["UploadId"], PartNumber=n, Body=chunk)
+        parts.append({"ETag": r["ETag"], "PartNumber": n})
+    c.complete_multipart_upload(Bucket=store.bucket_name, Key=key, UploadId=up["UploadId"],
+                                MultipartUpload={"Parts": parts})
+    assert "-" in c.head_object(Bucket=store.bucket_name, Key=key)["ETag"]
+    before = store.objects(PREFIX)
+    record = await _apply(src, tmp_path)
+    after = store.objects(PREFIX)
+    assert key not in after
+    moved = key.replace(f"{JOB}/", f"{JOB}/.evaldesk-quarantine/{record.id}/trials/", 1)
+    assert after[moved] == before[key]
+    await WritePath(Journal(tmp_path / "journal.jsonl")).undo(record, registry.context("dedupe", src, Config()))
+    assert store.objects(PREFIX) == before
+
+
+async def test_a_move_back_cut_short_after_its_commit_counts_the_trial_once(store: Emulator,
+                                                                             tmp_path: Path) -> None:
+    """An undo killed after a move's commit, before its deletions: the trial is in the job
+    (once), not in the quarantine; the next write under the lock finishes the deletions."""
+    from services.objectstore.fs import INCOMING
+
+    src, _ = _setup(store, tmp_path)
+    record = await _apply(src, tmp_path)
+    step = next(s for s in record.plan.steps if s.kind == "move" and "/" not in s.label)
+    q, j = src.fs().paths.key(step.dst), src.fs().paths.key(step.src)
+    copied = store.bucket.objects(q + "/")
+    for o in copied:
+        store.bucket.copy(o, j + o.key[len(q):])
+    store.bucket.put(f"{j}/{INCOMING}", json.dumps({"src": q}).encode(), None)
+    store.bucket.put(f"{q}/{MOVED}", json.dumps({"dst": j, "objects": {o.key: o.version for o in copied}}).encode(),
+                     None)
+    exp = _exp(src)
+    assert [t.path for t in exp.trials].count(step.label) == 1 and len(exp.trials) == 9
+    fs = src.fs()
+    assert await fs.stat(step.src) is not None and await fs.stat(step.dst) is None
+    await fs.mkdir_exclusive(f"{record.plan.lock_dir}/.evaldesk-lock")
+    assert not [k for k in store.objects(PREFIX) if k.endswith((INCOMING, MOVED))]
+    assert not store.bucket.objects(q + "/") and store.bucket.objects(j + "/")

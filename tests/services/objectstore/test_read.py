@@ -117,3 +117,19 @@ def test_a_missing_prefix_or_bucket_is_a_clear_error(store: Emulator) -> None:
             assert "no such" in str(exc) or "not found" in str(exc).lower(), str(exc)
         else:
             raise AssertionError(f"{url} read without error")
+
+
+async def test_a_trials_evidence_is_read_from_the_bucket(store: Emulator, tmp_path: Path) -> None:
+    root = _jobs(tmp_path)
+    store.upload(root, PREFIX)
+    src = _store_source(store)
+    local = HarborSource(root, cache=False)
+    remote_exp = next(e for e in src.scan_sync().experiments if e.id.startswith("swebench"))
+    local_exp = next(e for e in local.scan_sync().experiments if e.id.startswith("swebench"))
+    seen = []
+    for r, lo in zip(sorted(remote_exp.trials, key=lambda t: t.path), sorted(local_exp.trials, key=lambda t: t.path),
+                     strict=True):
+        got, want = await src.evidence(remote_exp, r), await local.evidence(local_exp, lo)
+        assert got.model_dump(exclude={"problems"}) == want.model_dump(exclude={"problems"})
+        seen.append(got)
+    assert any(e.exception_type == "DaytonaError" and (e.traceback or e.exception_message) for e in seen)
