@@ -30,6 +30,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
+from services.aisbench import runbook
 from services.aisbench.formats import HostEntry, TaskMeta, TaskRow
 from services.aisbench.models import LAUNCH, RESUME, TaskExperiment
 from services.aisbench.preflight import Preflight, check_api, run_preflight
@@ -305,6 +306,8 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
         raise WriteRefused(f"{task.id} is still running")
     if task.state == State.finished:
         raise WriteRefused(f"{task.id} finished with results: nothing to resume")
+    if task.task.origin == "runbook":
+        return await _plan_runbook_resume(task, src, host, p, now)
     if not task.task.launched_by_evaldesk or not task.task.has_run_sh:
         raise WriteRefused(f"{task.id} was not launched by evaldesk (no task.json/run.sh of its own): resume it "
                            "with the tool that launched it")
@@ -360,6 +363,62 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
         meta={"task_id": task.id, "task_dir": p["dir"], "command": detach,
               "status": "blocked" if blocked else "running", "preflight": [s.model_dump() for s in pf.steps],
               "full_paths": True, "journal": {"task": task.id, "reuse": task.task.run, "host": where}},
+    )
+
+
+async def _plan_runbook_resume(task: TaskExperiment, src: AISBenchSource, host: HostEntry, p: dict[str, str],
+                               now: datetime) -> Plan:
+    """The runbook's own resume (eval_run.py --reuse): its run.sh with `--reuse <run>` on the
+    ais_bench line (a perf run: none, it measures again), the last exit code kept aside, the
+    task's container started if stopped, then its bootstrap.sh again in the container."""
+    if not task.task.has_run_sh:
+        raise WriteRefused(f"{task.id}: no run.sh in its task dir: relaunch it with the runbook's eval_run.py")
+    container = task.task.container or container_name(host, task.id)
+    try:
+        old = (await src.task_fs().read_regular(p["run"], 1024 * 1024)).decode("utf-8")
+        perf = task.task.mode == "perf"
+        new = runbook.with_reuse(old, None if perf or not task.task.run else task.task.run)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise WriteRefused(f"{task.id}: cannot resume its run.sh the runbook's way: {exc}") from None
+    pf = await run_preflight(src.runner, host, src.task_root, task.task.api_base or "", task.model)
+    blocked = _blocked(pf)
+    start = ["docker", "exec", container, "bash", f"{p['dir']}/{runbook.BOOTSTRAP}"]
+    digest = _sha(json.dumps([task.id, task.task.run, task.task.exit_code, new, start, blocked is None]))
+    record_id = new_record_id(RESUME, now, digest)
+    keep = f"attempts/{record_id}"
+    steps: list[Step] = []
+    if new != old:
+        steps.append(WriteFileStep(path=p["run"], content=new, new_sha256=_sha(new), old_sha256=_sha(old),
+                                   backup=f"{p['run']}.orig-{record_id}", label="run.sh"))
+    steps.append(command_step(
+        ["sh", "-c", 'cd "$1" && mkdir -p "$2" && for f in exit_code bootstrap.pid; do '
+                     'if [ -e "$f" ]; then mv -n "$f" "$2/"; fi; done', "sh", p["dir"], keep],
+        f"keep the last attempt's exit_code ({task.task.exit_code}) and bootstrap.pid under {keep}/"))
+    steps.append(command_step(["docker", "start", container], f"start the task's container {container}"))
+    steps.append(command_step(start, "start bootstrap.sh in the container (setsid run.sh, returns at once)"))
+    where = src.host or "this machine"
+    how = ("measures again: a new run dir (in perf mode --reuse would only reload the old run's metrics)"
+           if task.task.mode == "perf" else f"carries on from run {task.task.run} (--reuse)" if task.task.run
+           else "starts a new run")
+    preview = [
+        f"Resume AISBench task {task.id} (made by the runbook's eval_run.py) on {where}: "
+        f"{task.task.reason or task.state_raw}",
+        f"  task dir:  {p['dir']}", f"  container: {container}", f"  AISBench {how}", "",
+        *_preflight_lines(pf, where), "", "Steps:",
+        *(f"  {i + 1}. {_describe(step)}" for i, step in enumerate(steps)), "",
+        "The exact command (returns at once; the run goes on in the background):",
+        f"  {display(start, host=src.host)}",
+    ]
+    if blocked:
+        preview += ["", f"Blocked — {blocked}. Nothing will change on the host."]
+    return Plan(
+        id=record_id, action=RESUME, title=f"Resume AISBench task {task.id}", target=p["dir"], host=src.host,
+        experiment=f"{task.source_label}::{task.id}", input_hash=digest, steps=steps, preview=preview,
+        lock_dir=p["dir"], record_dir=None, blocked=blocked,
+        meta={"task_id": task.id, "task_dir": p["dir"], "command": start,
+              "status": "blocked" if blocked else "running", "preflight": [s.model_dump() for s in pf.steps],
+              "full_paths": True, "journal": {"task": task.id, "reuse": task.task.run, "host": where,
+                                              "origin": "runbook"}},
     )
 
 

@@ -440,9 +440,15 @@ class TaskRow(BaseModel):
     preflight_at: datetime | None = None
     max_model_len: int | None = Field(None, description="what the model server reported, for the guidance")
     removed_at: datetime | None = None
+    origin: Literal["evaldesk", "runbook"] = Field(
+        "evaldesk", description="runbook: a task of the runbook's own eval_run.py, from its task table (read only)")
+    container: str | None = Field(None, description="runbook: the task's container")
+    output_ts: str | None = Field(None, description="runbook: the run dir its eval_status.py last saw")
 
     @property
     def missing(self) -> list[str]:
+        if self.origin == "runbook":
+            return []  # its script ran with its own defaults
         out = []
         if self.max_out_len is None:
             out.append("max_out_len")

@@ -70,6 +70,9 @@ class TaskInfo(BaseModel):
     preflight_at: datetime | None = None
     uses_docker: bool = False
     pid: int | None = Field(None, description="run.sh's pid, as it wrote it")
+    run_log: str | None = Field(None, description="the task's own log, relative to its dir")
+    origin: str = Field("evaldesk", description="who made the task: evaldesk, or the runbook's eval_run.py")
+    container: str | None = None
     alive: bool | None = None
     launched_at: datetime | None = None
 
