@@ -30,7 +30,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from services.aisbench import runbook
+from services.aisbench import agentcfg, runbook
 from services.aisbench.formats import HostEntry, TaskMeta, TaskRow
 from services.aisbench.models import LAUNCH, RESUME, TaskExperiment
 from services.aisbench.preflight import Preflight, check_api, run_preflight
@@ -228,8 +228,13 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
                     created_at=row.created_at, launched_at=now, host=src.host or "local")
     argv = ais_bench_argv(host, p["dir"], s, row.num_prompts)
     meta.command = argv
-    config_py = render_config(s)
-    model_tpl = render_model(s, meta, host.tokenizer_path if s.mode == "perf" else None)
+    agent = s.mode == "agent"
+    try:
+        # an agent suite is one whole config (it may hold the key); the others a composed one
+        config_py = agentcfg.render(s, meta, host) if agent else render_config(s)
+    except RequestError as exc:
+        raise WriteRefused(f"{task.id}: {exc}") from None
+    model_tpl = "" if agent else render_model(s, meta, host.tokenizer_path if s.mode == "perf" else None)
     run_sh = render_run_sh(host, p["dir"], argv)
     detach = detach_argv(host, task.id, p["dir"], [])
     # launched_at changes with the clock: the digest covers what the steps do, not when
@@ -239,13 +244,21 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
                               blocked is None]))
     record_id = new_record_id(LAUNCH, now, digest)
     steps: list[Step] = [
-        command_step(["mkdir", "-p", "-m", "700", p["dir"], p["models"]], "make the task dir (mode 700)"),
+        command_step(["mkdir", "-p", "-m", "700", p["dir"], p["cfg"] if agent else p["models"]],
+                     "make the task dir (mode 700)"),
         WriteFileStep(path=p["meta"], content=meta_json(meta), new_sha256=_sha(meta_json(meta)), old_sha256=None,
                       backup=f"{p['meta']}.orig", label="task.json"),
-        WriteFileStep(path=p["config"], content=config_py, new_sha256=_sha(config_py), old_sha256=None,
-                      backup=f"{p['config']}.orig", label="cfg/config.py"),
-        model_config_step(p["model"], model_tpl, row.api_key_env),
-        command_step(["chmod", "600", p["model"]], "chmod 600 cfg/models/api_model.py"),
+    ]
+    if agent:
+        steps += [model_config_step(p["config"], config_py, row.api_key_env, "cfg/config.py"),
+                  command_step(["chmod", "600", p["config"]], "chmod 600 cfg/config.py")]
+    else:
+        steps += [
+            WriteFileStep(path=p["config"], content=config_py, new_sha256=_sha(config_py), old_sha256=None,
+                          backup=f"{p['config']}.orig", label="cfg/config.py"),
+            model_config_step(p["model"], model_tpl, row.api_key_env),
+            command_step(["chmod", "600", p["model"]], "chmod 600 cfg/models/api_model.py")]
+    steps += [
         WriteFileStep(path=p["run"], content=run_sh, new_sha256=_sha(run_sh), old_sha256=None,
                       backup=f"{p['run']}.orig", label="run.sh"),
     ]
@@ -254,13 +267,15 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
                                                                  f"{container_name(host, task.id)}"))
     steps.append(command_step(detach, "start run.sh detached"))
     steps.append(launched_step(task.id, now.isoformat()))
-    key_note = (f"read from ${row.api_key_env} here and written only into cfg/models/api_model.py on the host"
+    key_file = "cfg/config.py" if agent else "cfg/models/api_model.py"
+    key_note = (f"read from ${row.api_key_env} here and written only into {key_file} on the host"
                 if row.api_key_env else "none (the server needs no key)")
     how = "docker exec in its own container" if host.uses_docker else "setsid/nohup on the host"
     preview = [
         f"Launch AISBench task {task.id} on {where} ({how})",
         f"  task dir:  {p['dir']}",
-        f"  suite:     {s.name} ({s.mode}), datasets {s.variable} of {s.module}",
+        (f"  suite:     {s.name} (agent: the whole config of the tool's {s.module} example, dataset {s.variable})"
+         if agent else f"  suite:     {s.name} ({s.mode}), datasets {s.variable} of {s.module}"),
         f"  model:     {row.model} at {row.api_base}",
         f"  API key:   {key_note}",
         f"  max-out-len {row.max_out_len}, batch size {row.batch_size}"

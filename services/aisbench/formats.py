@@ -388,6 +388,9 @@ class HostEntry(BaseModel):
     ais_bench: str = Field("ais_bench", description="the command on the host (or in the container)")
     env: dict[str, str] = Field(default_factory=dict, description="exported by run.sh, e.g. AIS_BENCH_DATASETS_CACHE")
     tokenizer_path: str | None = Field(None, description="perf mode: the model's tokenizer dir on the host")
+    agent_datasets: dict[str, str] = Field(
+        default_factory=dict, description="agent suites: dataset name (verified, verified_mini, multilingual, "
+                                          "terminal_bench_2, terminal_bench_2_mini) → its path on the host")
     tz: str | None = Field(None, description="the host's time zone (Asia/Shanghai, +0800): AISBench names run dirs "
                                              "in the host's local time; unset: asked of the host (`date +%z`)")
     identity_file: str | None = None

@@ -230,3 +230,76 @@ def test_config_section_is_checked(tmp_path: Path) -> None:
     cfg.write_text('[aisbench]\napi_key = "sk-do-not-store"\n')
     with pytest.raises(ConfigError, match=r"unknown key 'aisbench\.api_key'"):
         load_config(cfg, environ={})
+
+
+RUNBOOK_SUITES = ("gsm8k", "mmlu", "ceval", "math500", "humaneval", "mmlu_pro", "longbenchv2", "aime2024",
+                  "aime2025", "aime2026", "gpqa", "livecodebench", "perf_synthetic", "perf_gsm8k", "perf_sharegpt",
+                  "swe_bench_verified", "swe_bench_verified_mini", "swe_bench_multilingual", "terminal_bench_2",
+                  "terminal_bench_2_mini", "tau2_bench", "mmmu")
+
+
+def test_every_suite_of_the_runbook_renders_a_config_the_tool_reads() -> None:
+    import ast
+
+    from services.aisbench import agentcfg
+    from services.aisbench.formats import TaskMeta
+    from services.aisbench.runconfig import parse_run_config
+    from services.aisbench.taskdir import SUITES, render_config
+
+    host = HostEntry(host="h", benchmark_src="/s", agent_datasets={
+        "verified": "/d/v", "verified_mini": "/d/vm", "multilingual": "/d/ml", "terminal_bench_2": "/d/tb",
+        "terminal_bench_2_mini": "/d/tbm"})
+    meta = TaskMeta(id="t", model="qwen3", api_base="http://10.0.0.1:8000", max_out_len=4096, batch_size=8)
+    abbrs = {}
+    for name in RUNBOOK_SUITES:
+        s = SUITES[name]
+        if s.mode == "agent":
+            text = agentcfg.render(s, meta, host)
+            abbrs[name] = parse_run_config(text).datasets
+            assert '"http://10.0.0.1:8000/v1"' in text  # agent configs want the /v1
+        else:
+            text = render_config(s)
+            # ais_bench/benchmark/configs/datasets/<module>.py and its list variable
+            assert f"from ais_bench.benchmark.configs.datasets.{s.module} import {s.variable}" in text
+        ast.parse(text)
+    assert abbrs == {"swe_bench_verified": ["swe_bench_verified"], "swe_bench_verified_mini":
+                     ["swe_bench_verified_mini"], "swe_bench_multilingual": ["swe_bench_multilingual"],
+                     "terminal_bench_2": ["harbor_terminal-bench-2"], "terminal_bench_2_mini":
+                     ["harbor_terminal-bench-2"], "tau2_bench": ["tau2_bench_airline"]}
+    assert SUITES["mmlu_pro"].module == "mmlu_pro.mmlu_pro_gen_0_shot_str"
+    assert SUITES["livecodebench"].variable == "LCB_datasets"
+    assert SUITES["longbenchv2"].variable == "LongBenchv2_datasets"
+
+
+async def test_an_agent_suite_launches_with_its_whole_config(tmp_path: Path, model: FakeOpenAI, host_bin: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.aisbench.runconfig import parse_run_config
+
+    monkeypatch.setenv("AISBENCH_API_KEY", KEY)
+    root = tmp_path / "root"
+    entry = HostEntry(name="eval-d", host="local", image="ais-bench:3.1", benchmark_src=str(tmp_path),
+                      task_root=str(root))
+    src = local_source(root, entry)
+    config = Config()
+    await actions.new_task(src, config, suite_name="swe_bench_verified_mini", model="fake-model",
+                           api_base=model.base_url, max_out_len=32768, batch_size=2, api_key_env="AISBENCH_API_KEY",
+                           task_id="a1", now=NOW)
+    exp = next(e for e in (await src.scan()).experiments if e.id == "a1")
+    with pytest.raises(WriteRefused, match=r"agent_datasets\.verified_mini"):
+        await registry.plan("aisbench_launch", exp, src, config, NOW)  # the host's data path is never guessed
+    src.host_entry = entry.model_copy(update={"agent_datasets": {"verified_mini": "/data/swe/verified_mini"}})
+    exp = next(e for e in (await src.scan()).experiments if e.id == "a1")
+    plan = await registry.plan("aisbench_launch", exp, src, config, NOW)
+    assert plan.blocked is None, plan.preview
+    assert plan.meta["ais_bench"] == ["ais_bench", f"{root}/a1/cfg/config.py", "--work-dir", f"{root}/a1/outputs"]
+    record = await registry.apply("aisbench_launch", plan, exp.id, src, config,
+                                  WritePath(Journal(tmp_path / "journal.jsonl")))
+    assert record.status == "applied"
+    cfg = root / "a1" / "cfg" / "config.py"
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o600 and KEY in cfg.read_text()
+    assert not (root / "a1" / "cfg" / "models").exists()
+    run = parse_run_config(cfg.read_text())
+    assert (run.models, run.datasets) == (["swebench"], ["swe_bench_verified_mini"])
+    assert '"/data/swe/verified_mini"' in cfg.read_text()
+    assert KEY not in json.dumps(plan.model_dump(mode="json"))
+    assert KEY.encode() not in (tmp_path / "journal.jsonl").read_bytes()
