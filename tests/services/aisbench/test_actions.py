@@ -303,3 +303,23 @@ async def test_an_agent_suite_launches_with_its_whole_config(tmp_path: Path, mod
     assert '"/data/swe/verified_mini"' in cfg.read_text()
     assert KEY not in json.dumps(plan.model_dump(mode="json"))
     assert KEY.encode() not in (tmp_path / "journal.jsonl").read_bytes()
+
+
+def test_the_runbooks_hosts_file_and_run_sh_as_its_scripts_write_them() -> None:
+    from services.aisbench import runbook
+
+    # common.py's hosts.json: keyed by host, named by alias, the perf tokenizer as default_tokenizer
+    [h] = parse_hosts({"hosts": {"90.90.122.21": {
+        "host": "90.90.122.21", "port": 22, "user": "root", "alias": "eval-main", "image": "aisbench-swe:20260630",
+        "benchmark_src": "/home/b", "task_root": "/tmp/ais-bench-eval", "default_tokenizer": "/home/weight/q"}}},
+        "hosts.json")
+    assert (h.name, h.tokenizer_path, h.uses_docker) == ("eval-main", "/home/weight/q", True)
+    line = ("ais_bench --config-dir /t/x/cfg --models api_model --datasets gsm8k_gen_4_shot_cot_chat_prompt "
+            "--merge-ds --dump-eval-details --work-dir /t/x/outputs --debug")
+    run_sh = f"#!/bin/bash\nset -o pipefail\ncd /home/b\n{line} 2>&1 | tee /t/x/aisbench.log\n"
+    again = runbook.with_reuse(run_sh, "20261130_183900")
+    assert f"{line} --reuse 20261130_183900 2>&1 | tee /t/x/aisbench.log" in again
+    assert runbook.with_reuse(again, "20261201_000000").count("--reuse") == 1  # one --reuse, the newest
+    assert runbook.with_reuse(again, None) == run_sh  # perf: measure again
+    with pytest.raises(ValueError, match="no `ais_bench"):
+        runbook.with_reuse("#!/bin/bash\necho hi\n", "x")
