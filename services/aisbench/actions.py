@@ -392,7 +392,10 @@ async def _plan_runbook_resume(task: TaskExperiment, src: AISBenchSource, host: 
     try:
         old = (await src.task_fs().read_regular(p["run"], 1024 * 1024)).decode("utf-8")
         perf = task.task.mode == "perf"
-        new = runbook.with_reuse(old, None if perf or not task.task.run else task.task.run)
+        # the run eval_status.py anchored wins over the newest dir, as in eval_run.py (a container's
+        # clock can be off the host's, and the newest name then the wrong run)
+        run = task.task.output_ts or task.task.run
+        new = runbook.with_reuse(old, None if perf or not run else run)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise WriteRefused(f"{task.id}: cannot resume its run.sh the runbook's way: {exc}") from None
     pf = await run_preflight(src.runner, host, src.task_root, task.task.api_base or "", task.model)
@@ -413,7 +416,7 @@ async def _plan_runbook_resume(task: TaskExperiment, src: AISBenchSource, host: 
     steps.append(command_step(start, "start bootstrap.sh in the container (setsid run.sh, returns at once)"))
     where = src.host or "this machine"
     how = ("measures again: a new run dir (in perf mode --reuse would only reload the old run's metrics)"
-           if task.task.mode == "perf" else f"carries on from run {task.task.run} (--reuse)" if task.task.run
+           if task.task.mode == "perf" else f"carries on from run {run} (--reuse)" if run
            else "starts a new run")
     preview = [
         f"Resume AISBench task {task.id} (made by the runbook's eval_run.py) on {where}: "
@@ -432,7 +435,7 @@ async def _plan_runbook_resume(task: TaskExperiment, src: AISBenchSource, host: 
         lock_dir=p["dir"], record_dir=None, blocked=blocked,
         meta={"task_id": task.id, "task_dir": p["dir"], "command": start,
               "status": "blocked" if blocked else "running", "preflight": [s.model_dump() for s in pf.steps],
-              "full_paths": True, "journal": {"task": task.id, "reuse": task.task.run, "host": where,
+              "full_paths": True, "journal": {"task": task.id, "reuse": run, "host": where,
                                               "origin": "runbook"}},
     )
 

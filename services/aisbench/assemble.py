@@ -123,6 +123,7 @@ def assemble(
         preflight=list(row.preflight) if row else [], preflight_at=row.preflight_at if row else None,
         uses_docker=bool(host and host.uses_docker) or bool(row and row.container),
         origin=row.origin if row else "evaldesk", container=row.container if row else None,
+        output_ts=row.output_ts if row else None,
     )
     if row is not None:
         info.missing = row.missing

@@ -323,3 +323,19 @@ def test_the_runbooks_hosts_file_and_run_sh_as_its_scripts_write_them() -> None:
     assert runbook.with_reuse(again, None) == run_sh  # perf: measure again
     with pytest.raises(ValueError, match="no `ais_bench"):
         runbook.with_reuse("#!/bin/bash\necho hi\n", "x")
+
+
+async def test_a_docker_that_cannot_answer_is_said_not_taken_for_a_dead_task(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.aisbench.liveness import in_container
+    from tests.support.docker_standin import install as install_docker
+
+    install_docker(tmp_path / "bin", tmp_path / "state", [])
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    alive, why = await in_container(LocalRunner(), "ais-bench-eval-x", 4242)
+    assert alive is False and "is gone" in why and "No such object" in why
+    (tmp_path / "bin" / "docker").write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+        "Is the docker daemon running?' >&2\nexit 1\n")
+    alive, why = await in_container(LocalRunner(), "ais-bench-eval-x", 4242)
+    assert alive is None and "Cannot connect to the Docker daemon" in why
