@@ -99,7 +99,9 @@ def _is_task_root(path: Path, look: int = 16) -> bool:
                 if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
                     continue
                 child = Path(entry.path)
-                if (child / "task.json").is_file() or ((child / "run.sh").is_file() and (child / "cfg").is_dir()):
+                # evaldesk's task.json; run.sh beside cfg/ or the runbook's bootstrap.sh (its agent tasks have no cfg/)
+                if (child / "task.json").is_file() or ((child / "run.sh").is_file() and (
+                        (child / "cfg").is_dir() or (child / "bootstrap.sh").is_file())):
                     return True
                 look -= 1
                 if look <= 0:
