@@ -24,7 +24,8 @@ word-level tokenizer made on the spot, then copies the task dirs into OUT/task_r
                               (3.1.20260630) writes: accuracy, submitted_accuracy, then the
                               harness report (total/submitted/completed/resolved/unresolved/
                               empty_patch/error instances, the id lists, schema_version 2),
-                              harness_exit_code, predictions_path, run_id.
+                              harness_exit_code, predictions_path, run_id; and the config
+                              dump under configs/ (its model and dataset abbrs).
 
 `--swebench-only` rewrites just the hand-made task (no venv needed).
 """
@@ -145,6 +146,15 @@ def write_swebench(out: Path) -> Path:
                                    "swe_bench_verified_mini.json",
                "run_id": f"fake-model_{SWE_TS}"}
     (run / "results" / "fake-model" / "swe_bench_verified_mini.json").write_text(json.dumps(results, indent=2))
+    # the config the tool dumps at the start of a run (mmengine Config.dump of the agent config)
+    (run / "configs").mkdir()
+    (run / "configs" / f"{SWE_TS}_4242.py").write_text(
+        "datasets=[\n    dict(abbr='swe_bench_verified_mini',\n        filter_spec='',\n        name='verified_mini',\n"
+        "        path='/data/swe/verified_mini',\n        shuffle=False,\n        split='test',\n"
+        "        step_limit=200,\n        type='ais_bench.benchmark.datasets.SWEBenchDataset'),\n    ]\n"
+        "models=[\n    dict(abbr='fake-model',\n        api_key='',\n        attr='local',\n        batch_size=4,\n"
+        "        model='fake-model',\n        type='LiteLLMChat',\n        url='http://127.0.0.1:8000/v1'),\n    ]\n"
+        f"work_dir='{TASK_ROOT}/swe-bench-verified-mini/outputs/{SWE_TS}'\n")
     (run / "logs" / "eval" / "fake-model" / "swe_bench_verified_mini.out").write_text(
         "[2026-11-30 11:40:02,118] [ais_bench] [INFO] Report: 4 resolved, 5 unresolved, 1 errors (of 10 submitted)\n")
     meta = TaskMeta(id="swe-bench-verified-mini", suite="swe_bench_verified_mini", mode="agent", model="fake-model",

@@ -30,6 +30,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
+from services.aisbench import agentcfg, runbook
 from services.aisbench.formats import HostEntry, TaskMeta, TaskRow
 from services.aisbench.models import LAUNCH, RESUME, TaskExperiment
 from services.aisbench.preflight import Preflight, check_api, run_preflight
@@ -227,8 +228,13 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
                     created_at=row.created_at, launched_at=now, host=src.host or "local")
     argv = ais_bench_argv(host, p["dir"], s, row.num_prompts)
     meta.command = argv
-    config_py = render_config(s)
-    model_tpl = render_model(s, meta, host.tokenizer_path if s.mode == "perf" else None)
+    agent = s.mode == "agent"
+    try:
+        # an agent suite is one whole config (it may hold the key); the others a composed one
+        config_py = agentcfg.render(s, meta, host) if agent else render_config(s)
+    except RequestError as exc:
+        raise WriteRefused(f"{task.id}: {exc}") from None
+    model_tpl = "" if agent else render_model(s, meta, host.tokenizer_path if s.mode == "perf" else None)
     run_sh = render_run_sh(host, p["dir"], argv)
     detach = detach_argv(host, task.id, p["dir"], [])
     # launched_at changes with the clock: the digest covers what the steps do, not when
@@ -238,13 +244,21 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
                               blocked is None]))
     record_id = new_record_id(LAUNCH, now, digest)
     steps: list[Step] = [
-        command_step(["mkdir", "-p", "-m", "700", p["dir"], p["models"]], "make the task dir (mode 700)"),
+        command_step(["mkdir", "-p", "-m", "700", p["dir"], p["cfg"] if agent else p["models"]],
+                     "make the task dir (mode 700)"),
         WriteFileStep(path=p["meta"], content=meta_json(meta), new_sha256=_sha(meta_json(meta)), old_sha256=None,
                       backup=f"{p['meta']}.orig", label="task.json"),
-        WriteFileStep(path=p["config"], content=config_py, new_sha256=_sha(config_py), old_sha256=None,
-                      backup=f"{p['config']}.orig", label="cfg/config.py"),
-        model_config_step(p["model"], model_tpl, row.api_key_env),
-        command_step(["chmod", "600", p["model"]], "chmod 600 cfg/models/api_model.py"),
+    ]
+    if agent:
+        steps += [model_config_step(p["config"], config_py, row.api_key_env, "cfg/config.py"),
+                  command_step(["chmod", "600", p["config"]], "chmod 600 cfg/config.py")]
+    else:
+        steps += [
+            WriteFileStep(path=p["config"], content=config_py, new_sha256=_sha(config_py), old_sha256=None,
+                          backup=f"{p['config']}.orig", label="cfg/config.py"),
+            model_config_step(p["model"], model_tpl, row.api_key_env),
+            command_step(["chmod", "600", p["model"]], "chmod 600 cfg/models/api_model.py")]
+    steps += [
         WriteFileStep(path=p["run"], content=run_sh, new_sha256=_sha(run_sh), old_sha256=None,
                       backup=f"{p['run']}.orig", label="run.sh"),
     ]
@@ -253,13 +267,15 @@ async def plan_launch(exp: Experiment, source: Source, config: Config, now: date
                                                                  f"{container_name(host, task.id)}"))
     steps.append(command_step(detach, "start run.sh detached"))
     steps.append(launched_step(task.id, now.isoformat()))
-    key_note = (f"read from ${row.api_key_env} here and written only into cfg/models/api_model.py on the host"
+    key_file = "cfg/config.py" if agent else "cfg/models/api_model.py"
+    key_note = (f"read from ${row.api_key_env} here and written only into {key_file} on the host"
                 if row.api_key_env else "none (the server needs no key)")
     how = "docker exec in its own container" if host.uses_docker else "setsid/nohup on the host"
     preview = [
         f"Launch AISBench task {task.id} on {where} ({how})",
         f"  task dir:  {p['dir']}",
-        f"  suite:     {s.name} ({s.mode}), datasets {s.variable} of {s.module}",
+        (f"  suite:     {s.name} (agent: the whole config of the tool's {s.module} example, dataset {s.variable})"
+         if agent else f"  suite:     {s.name} ({s.mode}), datasets {s.variable} of {s.module}"),
         f"  model:     {row.model} at {row.api_base}",
         f"  API key:   {key_note}",
         f"  max-out-len {row.max_out_len}, batch size {row.batch_size}"
@@ -305,6 +321,8 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
         raise WriteRefused(f"{task.id} is still running")
     if task.state == State.finished:
         raise WriteRefused(f"{task.id} finished with results: nothing to resume")
+    if task.task.origin == "runbook":
+        return await _plan_runbook_resume(task, src, host, p, now)
     if not task.task.launched_by_evaldesk or not task.task.has_run_sh:
         raise WriteRefused(f"{task.id} was not launched by evaldesk (no task.json/run.sh of its own): resume it "
                            "with the tool that launched it")
@@ -360,6 +378,65 @@ async def plan_resume(exp: Experiment, source: Source, config: Config, now: date
         meta={"task_id": task.id, "task_dir": p["dir"], "command": detach,
               "status": "blocked" if blocked else "running", "preflight": [s.model_dump() for s in pf.steps],
               "full_paths": True, "journal": {"task": task.id, "reuse": task.task.run, "host": where}},
+    )
+
+
+async def _plan_runbook_resume(task: TaskExperiment, src: AISBenchSource, host: HostEntry, p: dict[str, str],
+                               now: datetime) -> Plan:
+    """The runbook's own resume (eval_run.py --reuse): its run.sh with `--reuse <run>` on the
+    ais_bench line (a perf run: none, it measures again), the last exit code kept aside, the
+    task's container started if stopped, then its bootstrap.sh again in the container."""
+    if not task.task.has_run_sh:
+        raise WriteRefused(f"{task.id}: no run.sh in its task dir: relaunch it with the runbook's eval_run.py")
+    container = task.task.container or container_name(host, task.id)
+    try:
+        old = (await src.task_fs().read_regular(p["run"], 1024 * 1024)).decode("utf-8")
+        perf = task.task.mode == "perf"
+        # the run eval_status.py anchored wins over the newest dir, as in eval_run.py (a container's
+        # clock can be off the host's, and the newest name then the wrong run)
+        run = task.task.output_ts or task.task.run
+        new = runbook.with_reuse(old, None if perf or not run else run)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise WriteRefused(f"{task.id}: cannot resume its run.sh the runbook's way: {exc}") from None
+    pf = await run_preflight(src.runner, host, src.task_root, task.task.api_base or "", task.model)
+    blocked = _blocked(pf)
+    start = ["docker", "exec", container, "bash", f"{p['dir']}/{runbook.BOOTSTRAP}"]
+    digest = _sha(json.dumps([task.id, task.task.run, task.task.exit_code, new, start, blocked is None]))
+    record_id = new_record_id(RESUME, now, digest)
+    keep = f"attempts/{record_id}"
+    steps: list[Step] = []
+    if new != old:
+        steps.append(WriteFileStep(path=p["run"], content=new, new_sha256=_sha(new), old_sha256=_sha(old),
+                                   backup=f"{p['run']}.orig-{record_id}", label="run.sh"))
+    steps.append(command_step(
+        ["sh", "-c", 'cd "$1" && mkdir -p "$2" && for f in exit_code bootstrap.pid; do '
+                     'if [ -e "$f" ]; then mv -n "$f" "$2/"; fi; done', "sh", p["dir"], keep],
+        f"keep the last attempt's exit_code ({task.task.exit_code}) and bootstrap.pid under {keep}/"))
+    steps.append(command_step(["docker", "start", container], f"start the task's container {container}"))
+    steps.append(command_step(start, "start bootstrap.sh in the container (setsid run.sh, returns at once)"))
+    where = src.host or "this machine"
+    how = ("measures again: a new run dir (in perf mode --reuse would only reload the old run's metrics)"
+           if task.task.mode == "perf" else f"carries on from run {run} (--reuse)" if run
+           else "starts a new run")
+    preview = [
+        f"Resume AISBench task {task.id} (made by the runbook's eval_run.py) on {where}: "
+        f"{task.task.reason or task.state_raw}",
+        f"  task dir:  {p['dir']}", f"  container: {container}", f"  AISBench {how}", "",
+        *_preflight_lines(pf, where), "", "Steps:",
+        *(f"  {i + 1}. {_describe(step)}" for i, step in enumerate(steps)), "",
+        "The exact command (returns at once; the run goes on in the background):",
+        f"  {display(start, host=src.host)}",
+    ]
+    if blocked:
+        preview += ["", f"Blocked — {blocked}. Nothing will change on the host."]
+    return Plan(
+        id=record_id, action=RESUME, title=f"Resume AISBench task {task.id}", target=p["dir"], host=src.host,
+        experiment=f"{task.source_label}::{task.id}", input_hash=digest, steps=steps, preview=preview,
+        lock_dir=p["dir"], record_dir=None, blocked=blocked,
+        meta={"task_id": task.id, "task_dir": p["dir"], "command": start,
+              "status": "blocked" if blocked else "running", "preflight": [s.model_dump() for s in pf.steps],
+              "full_paths": True, "journal": {"task": task.id, "reuse": run, "host": where,
+                                              "origin": "runbook"}},
     )
 
 

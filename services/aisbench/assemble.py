@@ -118,9 +118,12 @@ def assemble(
         num_prompts=(row.num_prompts if row else None) or (meta.num_prompts if meta else None),
         max_model_len=row.max_model_len if row else None,
         has_dir=reading is not None, has_run_sh=bool(reading and reading.has_run_sh), in_table=row is not None,
-        launched_by_evaldesk=bool(meta and meta.launched_at) or bool(row and row.launched_at),
+        launched_by_evaldesk=bool(meta and meta.launched_at) or bool(row and row.launched_at
+                                                                     and row.origin == "evaldesk"),
         preflight=list(row.preflight) if row else [], preflight_at=row.preflight_at if row else None,
-        uses_docker=bool(host and host.uses_docker),
+        uses_docker=bool(host and host.uses_docker) or bool(row and row.container),
+        origin=row.origin if row else "evaldesk", container=row.container if row else None,
+        output_ts=row.output_ts if row else None,
     )
     if row is not None:
         info.missing = row.missing
@@ -165,6 +168,7 @@ def _with_dir(exp: TaskExperiment, r: TaskReading, mode: str | None) -> None:
     info.exit_code = r.exit_code
     info.alive = r.alive
     info.pid = r.pid
+    info.run_log = r.run_log
     info.run = r.latest
     info.runs = len(r.runs)
     info.summary_rel = r.summary_rel

@@ -28,7 +28,7 @@ SHORT_OUTPUT = 2048
 
 
 def _resumable(exp: TaskExperiment) -> bool:
-    return exp.task.launched_by_evaldesk and exp.task.has_run_sh
+    return (exp.task.launched_by_evaldesk or exp.task.origin == "runbook") and exp.task.has_run_sh
 
 
 def check_finished(exp: TaskExperiment, now: datetime) -> Check:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from services.aisbench.formats import HostEntry
 from services.aisbench.hosts import host_for, load_hosts
+from services.aisbench.runbook import tasks_path as runbook_tasks_path
 from services.aisbench.source import KIND_LOCAL, KIND_SSH, AISBenchSource
 from services.aisbench.table import LOCAL, LOCAL_TABLE, TaskTable, table_path_for
 from services.core.config import Config
@@ -52,6 +53,7 @@ def source_for_host(entry: HostEntry, config: Config, task_root: str | None = No
         where=entry.label, task_root=root, fs=SFTPFS(pool, spec), runner=SSHRunner(pool, spec),
         table=TaskTable(table_path_for(config, entry.label, root), entry.label, root), host_entry=entry,
         label=f"{entry.label}:{root}", kind=KIND_SSH, host=spec.label,
+        runbook_tasks=runbook_tasks_path(config.aisbench.hosts_file),
     )
 
 
@@ -97,7 +99,9 @@ def _is_task_root(path: Path, look: int = 16) -> bool:
                 if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
                     continue
                 child = Path(entry.path)
-                if (child / "task.json").is_file() or ((child / "run.sh").is_file() and (child / "cfg").is_dir()):
+                # evaldesk's task.json; run.sh beside cfg/ or the runbook's bootstrap.sh (its agent tasks have no cfg/)
+                if (child / "task.json").is_file() or ((child / "run.sh").is_file() and (
+                        (child / "cfg").is_dir() or (child / "bootstrap.sh").is_file())):
                     return True
                 look -= 1
                 if look <= 0:

@@ -388,6 +388,9 @@ class HostEntry(BaseModel):
     ais_bench: str = Field("ais_bench", description="the command on the host (or in the container)")
     env: dict[str, str] = Field(default_factory=dict, description="exported by run.sh, e.g. AIS_BENCH_DATASETS_CACHE")
     tokenizer_path: str | None = Field(None, description="perf mode: the model's tokenizer dir on the host")
+    agent_datasets: dict[str, str] = Field(
+        default_factory=dict, description="agent suites: dataset name (verified, verified_mini, multilingual, "
+                                          "terminal_bench_2, terminal_bench_2_mini) → its path on the host")
     tz: str | None = Field(None, description="the host's time zone (Asia/Shanghai, +0800): AISBench names run dirs "
                                              "in the host's local time; unset: asked of the host (`date +%z`)")
     identity_file: str | None = None
@@ -440,9 +443,15 @@ class TaskRow(BaseModel):
     preflight_at: datetime | None = None
     max_model_len: int | None = Field(None, description="what the model server reported, for the guidance")
     removed_at: datetime | None = None
+    origin: Literal["evaldesk", "runbook"] = Field(
+        "evaldesk", description="runbook: a task of the runbook's own eval_run.py, from its task table (read only)")
+    container: str | None = Field(None, description="runbook: the task's container")
+    output_ts: str | None = Field(None, description="runbook: the run dir its eval_status.py last saw")
 
     @property
     def missing(self) -> list[str]:
+        if self.origin == "runbook":
+            return []  # its script ran with its own defaults
         out = []
         if self.max_out_len is None:
             out.append("max_out_len")

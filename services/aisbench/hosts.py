@@ -43,7 +43,11 @@ def parse_hosts(data: Any, where: str) -> list[HostEntry]:
     out: list[HostEntry] = []
     for name, raw in entries:
         try:
-            entry = HostEntry.model_validate({**raw, "name": raw.get("name") or name})
+            # the runbook's own fields: `alias` names a host, `default_tokenizer` is its perf tokenizer
+            raw = {**raw, "name": raw.get("name") or raw.get("alias") or name}
+            if raw.get("default_tokenizer") and not raw.get("tokenizer_path"):
+                raw["tokenizer_path"] = raw["default_tokenizer"]
+            entry = HostEntry.model_validate(raw)
         except ValidationError as exc:
             err = exc.errors()[0]
             key = ".".join(str(p) for p in err["loc"])

@@ -40,6 +40,8 @@ async def in_container(runner: Runner, container: str, pid: int | None) -> tuple
         if res.exit_code == 127 or (res.error and res.exit_code is None):
             return None, f"docker cannot answer on the host: {_why(res)}"
         if res.exit_code != 0:
+            if "no such" not in _why(res).lower():  # the daemon down, permission denied …: not an answer
+                return None, f"docker inspect {container} on the host failed: {_why(res)}"
             return False, f"its container {container} is gone (docker inspect: {_why(res)})"
         if res.stdout_tail.strip().splitlines()[-1:] != ["true"]:
             return False, f"its container {container} is not running (docker inspect: {res.stdout_tail.strip()[:40]})"

@@ -70,6 +70,10 @@ class TaskInfo(BaseModel):
     preflight_at: datetime | None = None
     uses_docker: bool = False
     pid: int | None = Field(None, description="run.sh's pid, as it wrote it")
+    run_log: str | None = Field(None, description="the task's own log, relative to its dir")
+    origin: str = Field("evaldesk", description="who made the task: evaldesk, or the runbook's eval_run.py")
+    container: str | None = None
+    output_ts: str | None = Field(None, description="runbook: the run its eval_status.py anchored (resume target)")
     alive: bool | None = None
     launched_at: datetime | None = None
 

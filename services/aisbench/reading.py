@@ -75,6 +75,8 @@ class TaskReading(BaseModel):
     alive: bool | None = Field(None, description="None: cannot tell")
     alive_evidence: str | None = Field(None, description="how alive was told (docker mode: the host's docker)")
     run_log_mtime: float | None = None
+    run_log: str | None = Field(None, description="the task's own log: run.log (evaldesk), aisbench.log (the runbook)")
+    bootstrap: bool = Field(False, description="a task dir of the runbook's eval_run.py (bootstrap.sh)")
     runs: list[str] = Field(default_factory=list, description="run dirs under outputs/, oldest first")
     datasets: list[DatasetReading] = Field(default_factory=list)
     config_rel: str | None = Field(None, description="the latest dumped config of the latest run")
@@ -159,16 +161,20 @@ async def read_task(fs: JobFS, task_dir: str, *, check_pid: bool = True, tz: tzi
         if st is not None:
             r.exit_mtime = st.mtime
             mtimes.append(st.mtime)
-    if "pid" in names:
-        raw = await _small(fs, f"{task_dir}/pid", r.problems, "pid", 4096)
+    r.bootstrap = "bootstrap.sh" in names
+    # the runbook's bootstrap.sh keeps `setsid bash run.sh &`'s $! — run.sh's own pid
+    pid_name = "pid" if "pid" in names else "bootstrap.pid" if "bootstrap.pid" in names else None
+    if pid_name is not None:
+        raw = await _small(fs, f"{task_dir}/{pid_name}", r.problems, pid_name, 4096)
         if raw is not None and raw.strip().isdigit():
             r.pid = int(raw.strip())
             if check_pid and r.exit_code is None:
                 # /proc is readable over SFTP as well as here: a run killed without a trace has no
                 # exit code and no process
                 r.alive = await fs.stat(f"/proc/{r.pid}") is not None
-    if "run.log" in names:
-        st = await fs.stat(f"{task_dir}/run.log")
+    r.run_log = "run.log" if "run.log" in names else "aisbench.log" if "aisbench.log" in names else None
+    if r.run_log is not None:
+        st = await fs.stat(f"{task_dir}/{r.run_log}")
         if st is not None:
             r.run_log_mtime = st.mtime
             mtimes.append(st.mtime)

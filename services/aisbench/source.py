@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import posixpath
 from datetime import UTC, datetime, tzinfo
+from pathlib import Path
 
+from services.aisbench import runbook
 from services.aisbench.assemble import assemble
 from services.aisbench.formats import HostEntry, TaskRow, log_error, parse_tz, summary_table
 from services.aisbench.liveness import in_container
@@ -48,7 +50,7 @@ class AISBenchSource:
 
     def __init__(self, *, where: str, task_root: str, fs: JobFS, runner: Runner, table: TaskTable,
                  host_entry: HostEntry | None, label: str, kind: str, host: str | None = None,
-                 concurrency: int = 8) -> None:
+                 concurrency: int = 8, runbook_tasks: Path | None = None) -> None:
         self.where = where
         self.task_root = task_root.rstrip("/") or "/"
         self.root = self.task_root
@@ -60,6 +62,7 @@ class AISBenchSource:
         self.kind = kind
         self.host = host  # the SSH host previews and records name; None: this machine
         self.concurrency = concurrency
+        self.runbook_tasks = runbook_tasks  # the runbook's eval_run.py task table (read only)
         self.view = ViewFS(fs)
         self._cache: dict[str, tuple[tuple[FileStat | None, FileStat | None], TaskReading]] = {}
         self.last_good: Snapshot | None = None
@@ -138,10 +141,19 @@ class AISBenchSource:
             return reading
 
         readings = [r for r in await asyncio.gather(*(one(n) for n in names)) if r is not None]
+        rows = {**self._runbook_rows(errors), **rows}  # evaldesk's own row wins
         entry = self.host_entry
-        if entry is not None and entry.uses_docker:
-            unended = [r for r in readings if r.exit_code is None]
-            await asyncio.gather(*(self._probe_container(r) for r in unended))
+        containers: dict[str, str] = {}
+        for r in readings:
+            row = rows.get(r.task_id)
+            if r.exit_code is not None:
+                continue
+            if row is not None and row.container:
+                containers[r.task_id] = row.container
+            elif entry is not None and (entry.uses_docker or r.bootstrap):
+                containers[r.task_id] = container_name(entry, r.task_id)
+        await asyncio.gather(*(self._probe_container(r, containers[r.task_id]) for r in readings
+                               if r.task_id in containers))
         by_id = {r.task_id: r for r in readings}
         exps: list[Experiment] = []
         for task_id in sorted(set(by_id) | set(rows)):
@@ -155,9 +167,17 @@ class AISBenchSource:
         return Snapshot(source=self.label, taken_at=datetime.now(UTC), experiments=exps, errors=errors,
                         stats={"tasks": len(exps), "task_dirs": len(readings)})
 
-    async def _probe_container(self, r: TaskReading) -> None:
-        assert self.host_entry is not None
-        r.alive, r.alive_evidence = await in_container(self.runner, container_name(self.host_entry, r.task_id), r.pid)
+    async def _probe_container(self, r: TaskReading, container: str) -> None:
+        r.alive, r.alive_evidence = await in_container(self.runner, container, r.pid)
+
+    def _runbook_rows(self, errors: list[SourceError]) -> dict[str, TaskRow]:
+        """The runbook's own tasks on this host and task root (its eval_run.py's task table)."""
+        if self.runbook_tasks is None or self.host_entry is None:
+            return {}
+        tasks, problem = runbook.load(self.runbook_tasks)
+        if problem:
+            errors.append(SourceError(source=self.label, where=str(self.runbook_tasks), message=problem))
+        return {r.id: r for r in runbook.rows_for(tasks, self.host_entry, self.where, self.task_root)}
 
     async def host_tz(self, errors: list[SourceError] | None = None) -> tzinfo:
         """The eval host's time zone, which AISBench names run dirs in: the host entry's `tz`;
@@ -191,7 +211,8 @@ class AISBenchSource:
     async def _read(self, task_dir: str, tz: tzinfo = UTC) -> TaskReading:
         """A finished task is read again only when its exit code or run.log changed."""
         fs = self._fs
-        key = (await fs.stat(f"{task_dir}/exit_code"), await fs.stat(f"{task_dir}/run.log"))
+        log = "run.log" if await fs.stat(f"{task_dir}/run.log") is not None else runbook.RUN_LOG
+        key = (await fs.stat(f"{task_dir}/exit_code"), await fs.stat(f"{task_dir}/{log}"))
         cached = self._cache.get(task_dir)
         if cached is not None and cached[0] == key and key[0] is not None:
             return cached[1]

@@ -34,8 +34,9 @@ class MissingKey(OSError):
     pass
 
 
-def model_config_step(path: str, template: str, key_env: str | None) -> ExternalStep:
-    return ExternalStep(handler=HANDLER, label="write cfg/models/api_model.py (holds the API key)",
+def model_config_step(path: str, template: str, key_env: str | None,
+                      label: str = "cfg/models/api_model.py") -> ExternalStep:
+    return ExternalStep(handler=HANDLER, label=f"write {label} (holds the API key)",
                         args={"path": path, "template": template, "key_env": key_env,
                               "template_sha256": hashlib.sha256(template.encode()).hexdigest()},
                         inverse=True)

@@ -47,7 +47,8 @@ _PERF = "perf.default_perf"
 # The suites of the runbook. Composed ones name a dataset config of the tool
 # (ais_bench/benchmark/configs/datasets/<module>.py) and its list variable; which datasets
 # that list holds, and their abbrs, is read back from the config the run dumps
-# (services.aisbench.runconfig), never kept here.
+# (services.aisbench.runconfig), never kept here. Agent suites run a whole config of their
+# own (services.aisbench.agentcfg), after the tool's agent example configs.
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("gsm8k", "gsm8k.gsm8k_gen_0_shot_cot_chat_prompt", "gsm8k_datasets", "accuracy", _ACC),
     Suite("mmlu", "mmlu.mmlu_gen_0_shot_cot_chat_prompt", "mmlu_datasets", "accuracy", _ACC),
@@ -67,6 +68,14 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("perf_sharegpt", "sharegpt.sharegpt_gen", "sharegpt_datasets", "perf", _PERF, stream=True),
     Suite("perf_synthetic", "synthetic.synthetic_gen_string", "synthetic_datasets", "perf", _PERF, stream=True,
           needs_num_prompts=True),
+    # agent suites: `module` names the whole-config template (services.aisbench.agentcfg), `variable`
+    # the dataset's key in the host's `agent_datasets` (its path on the host)
+    Suite("swe_bench_verified", "swe_bench", "verified", "agent", ""),
+    Suite("swe_bench_verified_mini", "swe_bench", "verified_mini", "agent", ""),
+    Suite("swe_bench_multilingual", "swe_bench", "multilingual", "agent", ""),
+    Suite("terminal_bench_2", "harbor_terminal", "terminal_bench_2", "agent", ""),
+    Suite("terminal_bench_2_mini", "harbor_terminal", "terminal_bench_2_mini", "agent", ""),
+    Suite("tau2_bench", "tau2", "tau2", "agent", ""),
 )}
 
 # The runbook's defaults, used only when a person says "just run it": 2048 tokens, 16-way

@@ -49,7 +49,7 @@ class ViewFS:
                     rel = next((t.files[r] for r in roles if r in t.files), None)
                     if rel is not None:
                         mapping[f"{base}/{name}"] = posixpath.join(exp.path, rel)
-                mapping[f"{base}/run.log"] = posixpath.join(exp.path, "run.log")
+                mapping[f"{base}/run.log"] = posixpath.join(exp.path, exp.task.run_log or "run.log")
                 # perf runs write no summary: their CSV is the table to read
                 sheet = summary if t.kind != "perf" else (posixpath.join(exp.path, t.files["perf_csv"])
                                                           if "perf_csv" in t.files else None)

@@ -159,17 +159,28 @@ def perf_files(run: Path, abbr: str, ds: str, ttft: list[float], e2e: list[float
 
 def main() -> int:
     ap = argparse.ArgumentParser(prog="ais_bench")
-    ap.add_argument("config")
+    ap.add_argument("config", nargs="?")
     ap.add_argument("-w", "--work-dir", required=True)
     ap.add_argument("-m", "--mode", default="all")
     ap.add_argument("--num-prompts", type=int)
     ap.add_argument("-r", "--reuse", nargs="?", const="latest")
+    # the composed form the runbook's eval_run.py gives: --config-dir D --models M --datasets NAME…
+    ap.add_argument("--config-dir")
+    ap.add_argument("--models")
+    ap.add_argument("--datasets", nargs="+")
+    for flag in ("--merge-ds", "--dump-eval-details", "--debug"):
+        ap.add_argument(flag, action="store_true")
     args = ap.parse_args()
-    cfg = Path(args.config)
     try:
-        cfg_text = cfg.read_text()
-        model_text = (cfg.parent / "models" / "api_model.py").read_text()
-    except OSError as exc:
+        if args.config_dir:
+            model_text = (Path(args.config_dir) / "models" / f"{args.models}.py").read_text()
+            # a dataset config name is <dir>_gen…: its dir under configs/datasets/ says the dataset
+            cfg_text = "".join(f"configs.datasets.{n.split('_gen')[0]}.{n}\n" for n in args.datasets or [])
+        else:
+            cfg = Path(args.config)
+            cfg_text = cfg.read_text()
+            model_text = (cfg.parent / "models" / "api_model.py").read_text()
+    except (OSError, TypeError) as exc:
         print(f"[ais_bench] [ERROR] [TMAN-CFG-001] cannot read the config: {exc}", file=sys.stderr)
         return 1
     m = re.search(r"configs\.datasets\.(\w+)\.", cfg_text)

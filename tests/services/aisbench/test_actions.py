@@ -230,3 +230,112 @@ def test_config_section_is_checked(tmp_path: Path) -> None:
     cfg.write_text('[aisbench]\napi_key = "sk-do-not-store"\n')
     with pytest.raises(ConfigError, match=r"unknown key 'aisbench\.api_key'"):
         load_config(cfg, environ={})
+
+
+RUNBOOK_SUITES = ("gsm8k", "mmlu", "ceval", "math500", "humaneval", "mmlu_pro", "longbenchv2", "aime2024",
+                  "aime2025", "aime2026", "gpqa", "livecodebench", "perf_synthetic", "perf_gsm8k", "perf_sharegpt",
+                  "swe_bench_verified", "swe_bench_verified_mini", "swe_bench_multilingual", "terminal_bench_2",
+                  "terminal_bench_2_mini", "tau2_bench", "mmmu")
+
+
+def test_every_suite_of_the_runbook_renders_a_config_the_tool_reads() -> None:
+    import ast
+
+    from services.aisbench import agentcfg
+    from services.aisbench.formats import TaskMeta
+    from services.aisbench.runconfig import parse_run_config
+    from services.aisbench.taskdir import SUITES, render_config
+
+    host = HostEntry(host="h", benchmark_src="/s", agent_datasets={
+        "verified": "/d/v", "verified_mini": "/d/vm", "multilingual": "/d/ml", "terminal_bench_2": "/d/tb",
+        "terminal_bench_2_mini": "/d/tbm"})
+    meta = TaskMeta(id="t", model="qwen3", api_base="http://10.0.0.1:8000", max_out_len=4096, batch_size=8)
+    abbrs = {}
+    for name in RUNBOOK_SUITES:
+        s = SUITES[name]
+        if s.mode == "agent":
+            text = agentcfg.render(s, meta, host)
+            abbrs[name] = parse_run_config(text).datasets
+            assert '"http://10.0.0.1:8000/v1"' in text  # agent configs want the /v1
+        else:
+            text = render_config(s)
+            # ais_bench/benchmark/configs/datasets/<module>.py and its list variable
+            assert f"from ais_bench.benchmark.configs.datasets.{s.module} import {s.variable}" in text
+        ast.parse(text)
+    assert abbrs == {"swe_bench_verified": ["swe_bench_verified"], "swe_bench_verified_mini":
+                     ["swe_bench_verified_mini"], "swe_bench_multilingual": ["swe_bench_multilingual"],
+                     "terminal_bench_2": ["harbor_terminal-bench-2"], "terminal_bench_2_mini":
+                     ["harbor_terminal-bench-2"], "tau2_bench": ["tau2_bench_airline"]}
+    assert SUITES["mmlu_pro"].module == "mmlu_pro.mmlu_pro_gen_0_shot_str"
+    assert SUITES["livecodebench"].variable == "LCB_datasets"
+    assert SUITES["longbenchv2"].variable == "LongBenchv2_datasets"
+
+
+async def test_an_agent_suite_launches_with_its_whole_config(tmp_path: Path, model: FakeOpenAI, host_bin: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.aisbench.runconfig import parse_run_config
+
+    monkeypatch.setenv("AISBENCH_API_KEY", KEY)
+    root = tmp_path / "root"
+    entry = HostEntry(name="eval-d", host="local", image="ais-bench:3.1", benchmark_src=str(tmp_path),
+                      task_root=str(root))
+    src = local_source(root, entry)
+    config = Config()
+    await actions.new_task(src, config, suite_name="swe_bench_verified_mini", model="fake-model",
+                           api_base=model.base_url, max_out_len=32768, batch_size=2, api_key_env="AISBENCH_API_KEY",
+                           task_id="a1", now=NOW)
+    exp = next(e for e in (await src.scan()).experiments if e.id == "a1")
+    with pytest.raises(WriteRefused, match=r"agent_datasets\.verified_mini"):
+        await registry.plan("aisbench_launch", exp, src, config, NOW)  # the host's data path is never guessed
+    src.host_entry = entry.model_copy(update={"agent_datasets": {"verified_mini": "/data/swe/verified_mini"}})
+    exp = next(e for e in (await src.scan()).experiments if e.id == "a1")
+    plan = await registry.plan("aisbench_launch", exp, src, config, NOW)
+    assert plan.blocked is None, plan.preview
+    assert plan.meta["ais_bench"] == ["ais_bench", f"{root}/a1/cfg/config.py", "--work-dir", f"{root}/a1/outputs"]
+    record = await registry.apply("aisbench_launch", plan, exp.id, src, config,
+                                  WritePath(Journal(tmp_path / "journal.jsonl")))
+    assert record.status == "applied"
+    cfg = root / "a1" / "cfg" / "config.py"
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o600 and KEY in cfg.read_text()
+    assert not (root / "a1" / "cfg" / "models").exists()
+    run = parse_run_config(cfg.read_text())
+    assert (run.models, run.datasets) == (["swebench"], ["swe_bench_verified_mini"])
+    assert '"/data/swe/verified_mini"' in cfg.read_text()
+    assert KEY not in json.dumps(plan.model_dump(mode="json"))
+    assert KEY.encode() not in (tmp_path / "journal.jsonl").read_bytes()
+
+
+def test_the_runbooks_hosts_file_and_run_sh_as_its_scripts_write_them() -> None:
+    from services.aisbench import runbook
+
+    # common.py's hosts.json: keyed by host, named by alias, the perf tokenizer as default_tokenizer
+    [h] = parse_hosts({"hosts": {"90.90.122.21": {
+        "host": "90.90.122.21", "port": 22, "user": "root", "alias": "eval-main", "image": "aisbench-swe:20260630",
+        "benchmark_src": "/home/b", "task_root": "/tmp/ais-bench-eval", "default_tokenizer": "/home/weight/q"}}},
+        "hosts.json")
+    assert (h.name, h.tokenizer_path, h.uses_docker) == ("eval-main", "/home/weight/q", True)
+    line = ("ais_bench --config-dir /t/x/cfg --models api_model --datasets gsm8k_gen_4_shot_cot_chat_prompt "
+            "--merge-ds --dump-eval-details --work-dir /t/x/outputs --debug")
+    run_sh = f"#!/bin/bash\nset -o pipefail\ncd /home/b\n{line} 2>&1 | tee /t/x/aisbench.log\n"
+    again = runbook.with_reuse(run_sh, "20261130_183900")
+    assert f"{line} --reuse 20261130_183900 2>&1 | tee /t/x/aisbench.log" in again
+    assert runbook.with_reuse(again, "20261201_000000").count("--reuse") == 1  # one --reuse, the newest
+    assert runbook.with_reuse(again, None) == run_sh  # perf: measure again
+    with pytest.raises(ValueError, match="no `ais_bench"):
+        runbook.with_reuse("#!/bin/bash\necho hi\n", "x")
+
+
+async def test_a_docker_that_cannot_answer_is_said_not_taken_for_a_dead_task(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.aisbench.liveness import in_container
+    from tests.support.docker_standin import install as install_docker
+
+    install_docker(tmp_path / "bin", tmp_path / "state", [])
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    alive, why = await in_container(LocalRunner(), "ais-bench-eval-x", 4242)
+    assert alive is False and "is gone" in why and "No such object" in why
+    (tmp_path / "bin" / "docker").write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+        "Is the docker daemon running?' >&2\nexit 1\n")
+    alive, why = await in_container(LocalRunner(), "ais-bench-eval-x", 4242)
+    assert alive is None and "Cannot connect to the Docker daemon" in why

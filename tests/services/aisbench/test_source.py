@@ -304,3 +304,19 @@ def test_a_folder_of_task_roots_and_harbor_jobs_opens_one_source_per_kind(tmp_pa
     write_demo(tmp_path / "demo", DEMO_NOW)
     kinds = sorted(s.kind for s in open_sources(str(tmp_path / "demo"), Config()))
     assert kinds == ["aisbench", "harbor"]
+
+
+async def test_a_runbook_agent_task_dir_on_this_machine_is_found_and_read(tmp_path: Path) -> None:
+    # eval_run.py's agent layout: a whole config.py, run.sh, bootstrap.sh, aisbench.log — no cfg/
+    task = tmp_path / "root" / "20261130_183900_ab12"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "fixtures" / "aisbench" / "task_root" /
+                    "swe-bench-verified-mini" / "outputs", task / "outputs")
+    (task / "config.py").write_text("models = []\n")
+    (task / "run.sh").write_text("#!/bin/bash\n")
+    (task / "bootstrap.sh").write_text("#!/bin/bash\n")
+    (task / "aisbench.log").write_text("[ais_bench] done\n")
+    (task / "exit_code").write_text("0\n")
+    exps = await scan(tmp_path / "root")
+    exp = exps["20261130_183900_ab12"]
+    assert exp.state == State.finished and exp.task.run_log == "aisbench.log"
+    assert [t.trial_name for t in exp.trials] == ["fake-model/swe_bench_verified_mini"]

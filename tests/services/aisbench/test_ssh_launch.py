@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -76,7 +77,7 @@ async def host(ssh_server: InProcessSSHServer, tmp_path: Path, monkeypatch: pyte
         "task_root": str(task_root)}}))
     config = tmp_path / "config.toml"
     config.write_text(f'ssh_config = "{ssh_server.ssh_config_path}"\njournal_path = "{tmp_path / "journal.jsonl"}"\n'
-                      f'[aisbench]\nhosts_file = "{hosts}"\ntasks_file = "{tmp_path / "tasks.json"}"\n')
+                      f'[aisbench]\nhosts_file = "{hosts}"\ntasks_file = "{tmp_path / "evaldesk-tasks.json"}"\n')
     model = FakeOpenAI(api_key=KEY, models_need_key=False).start()
     try:
         yield EvalHost(ssh_server, model, config, task_root, tmp_path, [])
@@ -101,7 +102,7 @@ def no_key_here(h: EvalHost) -> None:
     for p in h.runs:
         assert KEY not in p.stdout and KEY not in p.stderr
     state = Path(os.environ["XDG_STATE_HOME"])
-    for base in (state, h.tmp / "journal.jsonl", h.tmp / "tasks.json"):
+    for base in (state, h.tmp / "journal.jsonl", h.tmp / "evaldesk-tasks.json"):
         files = [base] if base.is_file() else [f for f in base.rglob("*") if f.is_file()] if base.exists() else []
         for f in files:
             assert KEY.encode() not in f.read_bytes(), f
@@ -358,3 +359,91 @@ async def test_docker_mode_a_stopped_container_is_failed_and_a_finished_run_fini
     assert await h.wait_exit_code("d3") == "0"
     state, evidence = await state_of(h, "d3")
     assert state == "finished", evidence
+
+
+def runbook_task(h: EvalHost, task_id: str, *, exit_code: str | None, pid: int | None, run_from: str | None,
+                 category: str = "accuracy") -> dict[str, object]:
+    """A task dir exactly as the runbook's eval_run.py writes one (its run.sh, bootstrap.sh,
+    cfg/models/api_model.py), outputs copied from a fixture run of the real ais_bench, and its
+    record for ~/.ais-bench-eval/tasks.json."""
+    d = h.task_root / task_id
+    (d / "cfg" / "models").mkdir(parents=True)
+    (d / "cfg" / "models" / "api_model.py").write_text(
+        'from ais_bench.benchmark.models import VLLMCustomAPIChat\n\nmodels = [\n    dict(\n        attr="service",\n'
+        '        type=VLLMCustomAPIChat,\n        abbr="fake-model",\n        path="",\n        model="fake-model",\n'
+        f'        stream=False,\n        api_key="{KEY}",\n        url="{h.model.base_url.removesuffix("v1")}",\n'
+        '        max_out_len=2048,\n        batch_size=4,\n    )\n]\n')
+    src = h.tmp / "eval-host" / "ais_bench_src"
+    cmd = (f"ais_bench --config-dir {d}/cfg --models api_model --datasets gsm8k_gen_4_shot_cot_chat_prompt "
+           f"--merge-ds --dump-eval-details --work-dir {d}/outputs --debug")
+    (d / "run.sh").write_text(
+        f"#!/bin/bash\n# ais-bench-eval task {task_id}\nset -o pipefail\ntrap 'echo $? > {d}/exit_code' EXIT\n"
+        f"export PATH=/usr/local/python3.11.10/bin:$PATH\nexport TORCH_DEVICE_BACKEND_AUTOLOAD=0\ncd {src}\n"
+        f"{cmd} 2>&1 | tee {d}/aisbench.log\n")
+    (d / "bootstrap.sh").write_text(f"#!/bin/bash\nsetsid bash {d}/run.sh < /dev/null > /dev/null 2>&1 &\n"
+                                    f"echo $! > {d}/bootstrap.pid\n")
+    (d / "aisbench.log").write_text("[ais_bench] [INFO] Current exp folder\n")
+    if exit_code is not None:
+        (d / "exit_code").write_text(exit_code + "\n")
+    if pid is not None:
+        (d / "bootstrap.pid").write_text(f"{pid}\n")
+    if run_from is not None:
+        fixture = ROOT / "tests" / "fixtures" / "aisbench" / "task_root" / run_from / "outputs"
+        shutil.copytree(fixture, d / "outputs")
+    return {"task_id": task_id, "host": "127.0.0.1", "container": f"ais-bench-eval-{task_id}", "task_dir": str(d),
+            "work_dir": f"{d}/outputs", "suite": "gsm8k", "category": category, "api_base": h.model.base_url,
+            "model": "fake-model", "num_prompts": None, "batch_size": 4, "step_limit": None, "max_out_len": 2048,
+            "tokenizer_path": None, "reuse_of": None, "started_at": "2026-11-30T18:39:00+0800", "status": "running"}
+
+
+async def test_tasks_of_the_runbooks_own_scripts_are_read_with_their_states_and_resumed(
+        host: EvalHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = host
+    state = docker_mode(h)
+    hosts = json.loads((h.tmp / "hosts.json").read_text())
+    hosts["eval-a"]["alias"] = "eval-a"  # the runbook's own hosts.json: keyed by host, named by alias
+    (h.tmp / "hosts.json").write_text(json.dumps({"hosts": {"127.0.0.1": hosts["eval-a"]}}))
+    live = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    try:
+        records = [
+            runbook_task(h, "20261130_183900_ab12", exit_code="0", pid=None, run_from="gsm8k-accuracy"),
+            runbook_task(h, "20261130_184000_cd34", exit_code=None, pid=live.pid, run_from=None),
+            runbook_task(h, "20261130_184100_ef56", exit_code=None, pid=dead.pid, run_from="gsm8k-server-down"),
+            runbook_task(h, "20261130_184200_aa00", exit_code="1", pid=None, run_from="gsm8k-server-down"),
+        ]
+        for r in records[1:3]:
+            subprocess.run(["docker", "run", "-d", "--name", str(r["container"]), IMAGE, "sleep", "infinity"],
+                           check=True, capture_output=True)
+        gone = dict(records[0], task_id="20261129_090000_0000", task_dir=f"{h.task_root}/20261129_090000_0000")
+        (h.tmp / "tasks.json").write_text(json.dumps({"version": 1, "tasks": [*records, gone]}))
+        p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+        got = {r["id"]: r["state"] for r in json.loads(p.stdout)["experiments"]}
+        assert got == {"20261130_183900_ab12": "finished", "20261130_184000_cd34": "running",
+                       "20261130_184100_ef56": "failed", "20261130_184200_aa00": "failed",
+                       "20261129_090000_0000": "removed"}, p.stdout
+        assert f"kill -0 {live.pid}" in (state / "calls.log").read_text()
+
+        # the killed one resumes the runbook's way: run.sh with --reuse <its run>, bootstrap.sh in its container
+        tid = "20261130_184100_ef56"
+        [run] = [d.name for d in (h.task_root / tid / "outputs").iterdir()]
+        p = await h.evaldesk("--batch", "launch", "aisbench+ssh://eval-a", "--reuse", tid, "--apply", "--format",
+                             "json")
+        out = json.loads(p.stdout)
+        assert p.returncode == 0 and out["status"] == "running", (p.stdout, p.stderr)
+        assert out["command"] == ["docker", "exec", f"ais-bench-eval-{tid}", "bash",
+                                  f"{h.task_root}/{tid}/bootstrap.sh"]
+        assert f"--debug --reuse {run} 2>&1 | tee" in (h.task_root / tid / "run.sh").read_text()
+        assert await h.wait_exit_code(tid) == "0", (h.task_root / tid / "aisbench.log").read_text()
+        assert [d.name for d in (h.task_root / tid / "outputs").iterdir()] == [run]
+        p = await h.evaldesk("--batch", "list", "aisbench+ssh://eval-a", "--format", "json")
+        got = {r["id"]: r["state"] for r in json.loads(p.stdout)["experiments"]}
+        assert got[tid] == "finished"
+        # the runbook's table is read, never written nor copied into evaldesk's own
+        assert json.loads((h.tmp / "tasks.json").read_text()) == {"version": 1, "tasks": [*records, gone]}
+        own = h.tmp / "evaldesk-tasks.json"
+        assert not own.exists() or tid not in own.read_text()
+        no_key_here(h)
+    finally:
+        live.kill()
