@@ -217,6 +217,8 @@ class DirReader:
             rel = f"campaigns/{name}"
             st = _regular(os.path.join(self.path, rel))
             if st is None:
+                if os.path.lexists(os.path.join(self.path, rel)):
+                    rd.problems.append(f"{rel}: not a regular file; evaldesk reads only regular files")
                 continue
             seen.add(rel)
             rd.campaign_mtimes[rel] = st.st_mtime

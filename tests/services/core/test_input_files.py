@@ -103,3 +103,21 @@ def test_the_reader_itself(tmp_path: Path) -> None:
     toml = tmp_path / "c.toml"
     toml.write_text("x = 1\n")
     assert read_toml(toml) == {"x": 1}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "empty object"])
+def test_a_csbench_campaign_that_is_a_fifo_or_empty_is_named_and_not_finalized(tmp_path: Path, kind: str) -> None:
+    import json
+
+    res = tmp_path / "res"
+    (res / "campaigns").mkdir(parents=True)
+    camp = res / "campaigns" / "x.json"
+    if kind == "fifo":
+        fifo(camp)
+    else:
+        camp.write_text("{}")
+    p = cli("audit", "--format", "json", str(res))
+    (exp,) = json.loads(p.stdout)["experiments"]
+    assert exp["verdict"] == "investigate"
+    said = "not a regular file" if kind == "fifo" else "not a csbench campaign file"
+    assert f"campaigns/x.json: {said}" in exp["checks"][0]["evidence"]
