@@ -41,7 +41,8 @@ def print_pending(pending: list[recovery.Pending], err: IO[str], skip: set[str] 
     err.flush()
 
 
-async def notice_pending(write_path: WritePath, exps: list[tuple[Source, Experiment]], err: IO[str]) -> None:
+async def notice_pending(write_path: WritePath, exps: list[tuple[Source, Experiment]], err: IO[str],
+                         say_locks: bool = True) -> None:
     """One stderr line per unfinished write: in this machine's index, or in the quarantine of
     a job dir this command read."""
     by_source: dict[int, tuple[Source, list[str]]] = {}
@@ -52,7 +53,8 @@ async def notice_pending(write_path: WritePath, exps: list[tuple[Source, Experim
     for src, paths in by_source.values():
         try:
             found.append(await recovery.in_job_dirs(src.fs(), paths))
-            locks += await recovery.stale_locks(src.fs(), paths)
+            if say_locks:  # a write about to start says a lock in its way itself
+                locks += await recovery.stale_locks(src.fs(), paths)
         except Exception as exc:  # a host that went away mid-command: the command itself says so
             err.write(f"evaldesk: cannot look for unfinished writes on {src.label}: {exc}\n")
     pending = recovery.merge(*found)
