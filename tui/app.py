@@ -792,8 +792,16 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             code = subprocess.call(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
         else:
-            with self.suspend():
-                code = run_foreground(argv, cwd)
+            from textual.app import SuspendNotSupported
+
+            try:
+                with self.suspend():
+                    code = run_foreground(argv, cwd)
+            except SuspendNotSupported:
+                # a console in a browser tab (evaldesk serve) has no terminal to hand over
+                self.record("warning", message.kind, f"cannot open a {message.kind} from a browser tab: it needs "
+                            "a terminal — run evaldesk in one")
+                return
         if code not in (0, None):
             self.record("warning", message.kind, f"{argv[0]} exited with code {code}", notify=False)
         self.refresh()

@@ -308,7 +308,7 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
             return EXIT_USAGE
         from tui.batch_records import notice_pending, write_path_for
 
-        await notice_pending(write_path_for(args, config), exps, err)
+        await notice_pending(write_path_for(args, config), exps, err, say_locks=not getattr(args, "apply", False))
         code = await _dispatch(args, config, cmd, check_id, exps, fmt, console, out, err, progress)
         # a dir under SOURCE that exists but cannot be read is an unreadable source (DESIGN 7)
         return EXIT_USAGE if any(e.unreadable for e in problems) else code

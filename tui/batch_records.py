@@ -41,19 +41,29 @@ def print_pending(pending: list[recovery.Pending], err: IO[str], skip: set[str] 
     err.flush()
 
 
-async def notice_pending(write_path: WritePath, exps: list[tuple[Source, Experiment]], err: IO[str]) -> None:
+async def notice_pending(write_path: WritePath, exps: list[tuple[Source, Experiment]], err: IO[str],
+                         say_locks: bool = True) -> None:
     """One stderr line per unfinished write: in this machine's index, or in the quarantine of
     a job dir this command read."""
     by_source: dict[int, tuple[Source, list[str]]] = {}
     for src, exp in exps:
         by_source.setdefault(id(src), (src, []))[1].append(exp.path)
     found = [await recovery.from_index(write_path.index)]
+    locks: list[str] = []
     for src, paths in by_source.values():
         try:
             found.append(await recovery.in_job_dirs(src.fs(), paths))
+            if say_locks:  # a write about to start says a lock in its way itself
+                locks += await recovery.stale_locks(src.fs(), paths)
         except Exception as exc:  # a host that went away mid-command: the command itself says so
             err.write(f"evaldesk: cannot look for unfinished writes on {src.label}: {exc}\n")
-    print_pending(recovery.merge(*found), err)
+    pending = recovery.merge(*found)
+    print_pending(pending, err)
+    # a lock an unfinished record explains is said by that record's line
+    explained = {p.target for p in pending}
+    for line in locks:
+        if not any(f" to {t} " in line for t in explained):
+            err.write(term_safe(line) + "\n")
 
 
 async def writes_unfinished(write_path: WritePath, job_dirs: list[str]) -> bool:

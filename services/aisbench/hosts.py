@@ -8,7 +8,6 @@ the entry, never a traceback.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +59,11 @@ def load_hosts(config: Config) -> list[HostEntry]:
     """Hosts of the hosts file (absent: none), then the config's own entries."""
     hosts: list[HostEntry] = []
     path = Path(config.aisbench.hosts_file).expanduser()
-    if path.is_file():
+    if path.exists():
+        from services.core.input_files import loads_json, read_text
+
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_json(read_text(path), str(path))
         except (OSError, ValueError) as exc:
             raise HostsError(f"{path}: cannot read the hosts file: {exc}") from None
         hosts += parse_hosts(data, str(path))

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from services.aisbench.formats import TaskRow, TaskTableFile
 from services.core.config import Config
+from services.core.input_files import InputFileError, read_bytes
 from services.core.statefile import locked, write_atomic
 from services.core.xdg import state_dir
 
@@ -49,9 +50,11 @@ class TaskTable:
 
     def _load_all(self) -> list[TaskRow]:
         try:
-            raw = self.path.read_bytes()
+            raw = read_bytes(self.path)
         except FileNotFoundError:
             return []
+        except InputFileError as exc:
+            raise TableError(f"cannot read the task table: {exc}") from None
         except OSError as exc:
             raise TableError(f"{self.path}: cannot read the task table: {exc.strerror}") from None
         try:

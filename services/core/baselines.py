@@ -125,9 +125,13 @@ def parse_baseline(data: bytes, name: str, where: str = "baseline") -> Baseline:
 
 
 def load_baseline(path: str | Path) -> Baseline:
+    from services.core.input_files import InputFileError, read_bytes
+
     p = Path(path).expanduser()
     try:
-        data = p.read_bytes()
+        data = read_bytes(p)
+    except InputFileError as exc:
+        raise BaselineError(str(exc).removeprefix(f"{p}: ").join([f"{p}: ", ""])) from None
     except OSError as exc:
         raise BaselineError(f"{p}: cannot read ({exc.strerror or exc})") from None
     return parse_baseline(data, p.stem, str(p))

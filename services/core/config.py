@@ -345,19 +345,23 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
     cfg_path = config_file(str(path) if path is not None else None, environ)
     data: dict[str, Any] = {}
     if cfg_path.exists():
-        import tomllib  # (here: most batch runs have no config file, and it costs 5 ms to import)
+        from services.core.input_files import InputFileError, read_toml
 
         try:
-            data = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{cfg_path}: not valid TOML: {exc}") from None
+            data = read_toml(cfg_path)
+        except InputFileError as exc:
+            raise ConfigError(str(exc)) from None
         except OSError as exc:
             raise ConfigError(f"{cfg_path}: cannot read: {exc.strerror}") from None
     elif explicit:
         raise ConfigError(f"{cfg_path}: no such config file")
     env_over = _env_overrides(environ)
-    data = _merge(data, env_over)
     try:
+        if data:
+            # the file's values as written: "yes" is not a bool, "0.1" is not a number (the
+            # environment's strings are converted below, as they can only be strings)
+            Config.model_validate(data, strict=True)
+        data = _merge(data, env_over)
         cfg = Config.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]

@@ -109,6 +109,12 @@ def check_state(exp: CampaignExperiment) -> Check:
     if f.origin == "fetched" and st is not None and f.fetch is not None and f.fetch.at is not None:
         said = f" (csbench status when evaldesk fetched it, {f.fetch.at:%Y-%m-%d %H:%M} UTC)"
     no_campaign = f.origin == "run-plan" and not f.tasks
+    if exp.state == State.finished and no_campaign and not exp.counts.total:
+        # 0 of 0 is not a finished campaign: nothing was read that says what ran
+        why = "; ".join(exp.problems[:3]) or "no campaign file and no record"
+        return _c("campaign_state", title, FAIL, f"nothing measured to finalize: {why}",
+                  "look at the files named (a campaign file lists its tasks), or point evaldesk at the results dir "
+                  "of a run-plan that has started")
     if exp.state == State.finished:
         where = f"DONE marker; {counts}{said}" if st else (
             "fetched results" if f.origin == "fetched" else

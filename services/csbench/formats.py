@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from services.core.input_files import loads_json
+
 _LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
 
 # csbench's own words and figures, each named after where clousight-bench 0.7 defines it;
@@ -224,7 +226,7 @@ def looks_like_record(data: Any) -> bool:
 def parse_record(raw: bytes) -> tuple[Record | None, str | None]:
     """(record, None), or (None, why it is not one)."""
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return None, f"not JSON: {str(exc)[:120]}"
     if not looks_like_record(data):
@@ -254,7 +256,7 @@ class PlanAggregate(_Lenient):
 
 def parse_aggregate(raw: bytes) -> PlanAggregate | None:
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
         if not isinstance(data, dict) or data.get("kind") != "run_plan_aggregate":
             return None
         return PlanAggregate.model_validate(data)
@@ -292,7 +294,7 @@ class CampaignFile(_Lenient):
 
 def parse_campaign(raw: bytes) -> tuple[CampaignFile | None, str | None]:
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return None, f"not JSON: {str(exc)[:120]}"
     if not isinstance(data, dict) or data.get("kind") != "campaign_manifest":
@@ -324,7 +326,7 @@ class ProgressState(_Lenient):
 
 def parse_progress(raw: bytes) -> ProgressState | None:
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
         if not isinstance(data, dict) or not str(data.get("schema", "")).startswith("progress/"):
             return None
         return ProgressState.model_validate(data)

@@ -59,13 +59,12 @@ def _regular(path: str) -> os.stat_result | None:
 
 def read_bounded(path: str, limit: int = MAX_JSON_BYTES) -> bytes:
     """A regular file's bytes; OSError for a fifo, a device or one over `limit`."""
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise OSError(f"{os.path.basename(path)} is not a regular file")
-    if st.st_size > limit:
-        raise OSError(f"{os.path.basename(path)} is larger than {limit >> 20} MiB")
-    with open(path, "rb") as fh:
-        return fh.read(limit + 1)
+    from services.core.input_files import InputFileError, read_bytes
+
+    try:
+        return read_bytes(path, max_bytes=limit)
+    except InputFileError as exc:
+        raise OSError(str(exc).replace(path, os.path.basename(path))) from None
 
 
 def _is_record_name(name: str) -> bool:
@@ -218,6 +217,8 @@ class DirReader:
             rel = f"campaigns/{name}"
             st = _regular(os.path.join(self.path, rel))
             if st is None:
+                if os.path.lexists(os.path.join(self.path, rel)):
+                    rd.problems.append(f"{rel}: not a regular file; evaldesk reads only regular files")
                 continue
             seen.add(rel)
             rd.campaign_mtimes[rel] = st.st_mtime

@@ -72,9 +72,12 @@ def _count(value: Any, default: int) -> int:
 
 
 def _load_yaml(path: str) -> tuple[Any, bytes, str | None]:
+    from services.core.input_files import InputFileError, read_bytes
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_PLAN_BYTES + 1)
+        raw = read_bytes(path, max_bytes=MAX_PLAN_BYTES)
+    except InputFileError as exc:
+        return None, b"", str(exc).removeprefix(f"{path}: ")
     except FileNotFoundError:
         return None, b"", "does not exist"
     except IsADirectoryError:

@@ -34,7 +34,8 @@ A remediation only describes its steps (`Plan`); this module carries them out:
 Every interruption point has a name (`EVALDESK_CRASH_AT=<name>` kills the process there,
 `EVALDESK_STOP_AT=<name>` stops it): `locked`, `recorded`, `step:<i>:dirs` (a move's parent
 dirs made, not yet renamed), `step:<i>:backup` (a file's original saved, not yet replaced),
-`step:<i>:ran` (done, not yet marked), `step:<i>` (marked), `verified`, `applied`,
+`step:<i>:starting` (a command marked started, not yet spawned), `step:<i>:ran` (done, not
+yet marked), `step:<i>` (marked), `verified`, `applied`,
 `undo:step:<i>`, and `write:<file name>` inside every atomic write (temporary file written,
 not yet renamed).
 

@@ -166,6 +166,27 @@ async def in_job_dirs(fs: JobFS, job_dirs: Iterable[str], problems: list[str] | 
     return [Pending.of(r) for records in found for r in records]
 
 
+async def stale_locks(fs: JobFS, job_dirs: Iterable[str]) -> list[str]:
+    """One line per stale lock on these jobs (theirs, or beside them) that no unfinished
+    record explains: a writer died before its record was written."""
+    from services.remediations.records import aside_root
+
+    out = []
+    for job in job_dirs:
+        for target in (job, aside_root(job)):
+            try:
+                found = await DirLock(fs, target).inspect()
+            except OSError:
+                continue
+            if found is None or found[1] is None:
+                continue
+            owner, reason = found
+            who = owner.describe() if owner is not None else "a writer that never said who it was"
+            out.append(f"evaldesk: a stale lock on {target} ({who}: {reason}) stops writes to {job} — "
+                       f"`evaldesk --batch undo {job}` clears it (with --break-lock if its holder was elsewhere)")
+    return out
+
+
 def merge(*groups: Iterable[Pending]) -> list[Pending]:
     """One entry per record id, oldest first (the order they were started)."""
     seen: dict[str, Pending] = {}

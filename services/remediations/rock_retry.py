@@ -103,9 +103,10 @@ def _settings(source: Source) -> RockConfig | None:
 
 def _saved_config(workdir: str, exp_id: str) -> tuple[dict[str, Any] | None, str | None]:
     path = os.path.join(workdir, "configs", f"{exp_id}.json")
+    from services.core.input_files import read_json
+
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read(8 * 1024 * 1024))
+        data = read_json(path, max_bytes=8 * 1024 * 1024)
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as exc:

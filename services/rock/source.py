@@ -200,17 +200,18 @@ def _timeout(config: dict[str, Any]) -> float | None:
 
 
 def _read_json(path: Path) -> tuple[Any, str | None]:
+    from services.core.input_files import InputFileError, parse_json, read_bytes
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_RESULTS_BYTES + 1)
+        data = read_bytes(path, max_bytes=MAX_RESULTS_BYTES)
+    except InputFileError as exc:
+        return None, str(exc)
     except OSError as exc:
         return None, f"{path}: cannot read ({exc.strerror or exc})"
-    if len(data) > MAX_RESULTS_BYTES:
-        return None, f"{path}: larger than {MAX_RESULTS_BYTES // 2**20} MiB, not read"
     try:
-        return orjson.loads(data), None
-    except orjson.JSONDecodeError as exc:
-        return None, f"{path}: not valid JSON ({exc})"
+        return parse_json(data, str(path)), None
+    except InputFileError as exc:
+        return None, str(exc)
 
 
 class RockResultsSource:

@@ -70,7 +70,7 @@ def test_kill_9_while_the_command_runs_undo_and_finish_wait_for_it(
     job, cfg, env = setup
     proc = subprocess.Popen([*evaldesk_cmd(), "--batch", "resume", "--config", str(cfg), "--apply", "--format",
                              "json", str(job)], env={**os.environ, "PYTHONPATH": str(ROOT), **env,
-                                                     "HARBOR_STANDIN_DELAY": "1.5"},
+                                                     "HARBOR_STANDIN_DELAY": "5"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     deadline = time.monotonic() + 60
     mark = None
@@ -85,6 +85,10 @@ def test_kill_9_while_the_command_runs_undo_and_finish_wait_for_it(
     aside = next((job.parent / ".evaldesk-quarantine" / job.name).glob("*/trials"))
     set_aside = sorted(p.name for p in aside.iterdir())
     assert len(set_aside) == 3
+    # what the console's recovery dialog and every batch command say of it
+    p = batch(cfg, env, "audit", str(job))
+    assert f"it started `sh` on this machine (pid {pid}, process group {pid}" in p.stderr, p.stderr
+    assert "which may still run: finish and undo wait until it has ended" in p.stderr
     for command in ("undo", "finish"):
         p = batch(cfg, env, command, str(job))
         assert p.returncode != 0, p.stdout

@@ -59,6 +59,8 @@ def test_a_lock_left_before_the_record_is_cleared_by_undo_and_finish(job: Path, 
     before = full_tree(job.parent)
     cli("resume", "--apply", str(job), crash=point)
     assert list(job.parent.glob(".evaldesk-quarantine/*/.evaldesk-lock"))
+    p = cli("audit", "--format", "json", str(job))  # every batch command says what stops writes
+    assert "a stale lock on" in p.stderr and f"`evaldesk --batch undo {job}` clears it" in p.stderr, p.stderr
     p = cli(command, "--format", "json", str(job))
     assert p.returncode == 0, p.stderr
     result = json.loads(p.stdout)
