@@ -305,11 +305,11 @@ class ExperimentsScreen(Screen[None]):
             if flt.matches(plain):
                 visible.append(row)
         id_width = dict(columns).get("id", 20)
-        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width - 2), strict=True):
-            # a marked row: ✓ before its label, the label bold
-            # a marked row: ✓ before its label, the label bold; a row from the last read: ◷, dim
+        # a gutter for signs while any row needs one: ✓ marked (bold), ◷ from the last read (dim)
+        gutter = any(r.key in self.marks or r.cached_s is not None for r in visible)
+        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width - 2 * gutter), strict=True):
             mark = row.key in self.marks
-            sign = "✓ " if mark else "◷ " if row.cached_s is not None else "  "
+            sign = ("✓ " if mark else "◷ " if row.cached_s is not None else "  ") if gutter else ""
             style = "bold" if mark else "dim" if row.cached_s is not None else ""
             cells = [Text(sign + label, style=style) if c == "id" else row.cell_text(c, compact, w)
                      for c, w in columns]
