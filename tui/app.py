@@ -1113,6 +1113,10 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             self._start_command_run(accepted, exp, command)
         await self._apply(accepted, exp)
 
+    async def apply_planned(self, action: str, key: str, payload: Any, lines: list[str], exp: Experiment) -> None:
+        """Apply a plan already previewed and confirmed (one of several marked runs)."""
+        await self._apply(PendingWrite(action, key, payload, lines), exp)
+
     async def _apply(self, pending: PendingWrite, exp: Experiment) -> None:
         from services.remediations import registry
 
