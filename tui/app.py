@@ -169,6 +169,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.poll_failures: dict[str, tuple[int, str]] = {}
         self.cursor_blink = cursor_blink
         self.snapshots: dict[str, Snapshot] = {}
+        # rows shown from the last read (tui/last_read.py) until their source answers: key → read at
+        self.cached_at: dict[str, datetime] = {}
         self.audits: dict[str, AuditReport] = {}
         self._experiments: dict[str, Experiment] = {}
         self.scan_state: dict[str, tuple[int, int | None]] = {}
@@ -302,6 +304,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.push_screen(ExperimentsScreen())
         for err in self._startup_errors:
             self.record("error", "source", err)
+        self.run_worker(self._open_last_read, thread=True, name="last read", exit_on_error=False)
         self.refresh_sources()
         self.look_for_pending()
 
@@ -449,10 +452,44 @@ class EvaldeskApp(RecoveryFlow, App[int]):
             self.scan_state[message.label] = (message.done, message.total)
             self._chrome_changed()
 
+    def _open_last_read(self) -> None:
+        """The rows of the last read, in a thread; shown unless the source answered first."""
+        from tui import last_read
+
+        kept = last_read.load([s.label for s in self.sources])
+        if kept:
+            self.call_from_thread(self._show_last_read, kept)
+
+    def _show_last_read(self, kept: dict[str, tuple[datetime, list[Experiment], dict[str, AuditReport]]]) -> None:
+        for label, (at, exps, audits) in kept.items():
+            if label in self.snapshots:
+                continue  # the fresh answer came first
+            for exp in exps:
+                key = experiment_key(exp)
+                self._experiments[key] = exp
+                self.cached_at[key] = at
+                if key in audits:
+                    self.audits[key] = audits[key]
+        for screen in self.screen_stack:
+            screen.post_message(SnapshotUpdated(Snapshot(source="last read", taken_at=self.now())))
+
+    def _keep_last_read(self, label: str, snap: Snapshot) -> None:
+        from tui import last_read
+
+        audits = {experiment_key(e): self.audits[experiment_key(e)] for e in snap.experiments
+                  if experiment_key(e) in self.audits}
+        with contextlib.suppress(OSError):  # a read-only state dir: the next start reads the sources
+            last_read.save(label, snap.taken_at, snap.experiments, audits)
+
     @on(ScanFinished)
     def _on_scan_finished(self, message: ScanFinished) -> None:
         label = message.label
         snap = message.snapshot
+        for key in [k for k in self.cached_at if k.split("::", 1)[0] == label]:
+            # the source answered: its rows from the last read give way to the fresh ones
+            del self.cached_at[key]
+            self._experiments.pop(key, None)
+            self.audits.pop(key, None)
         for exp in snap.experiments:
             if not exp.source_label:
                 exp.source_label = label
@@ -492,6 +529,9 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.last_scan_seconds[label] = message.seconds
         for screen in self.screen_stack:
             screen.post_message(SnapshotUpdated(snap))
+        if not snap.errors or snap.experiments:
+            self.run_worker(lambda: self._keep_last_read(label, snap), thread=True, name=f"keep {label}",
+                            group=f"last-read-{label}", exit_on_error=False)
         source = self._sources_by_label.get(label)
         if source is not None:
             self.look_for_pending(source, snap)
@@ -591,6 +631,9 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         for screen in self.screen_stack:
             for header in screen.query(ConsoleHeader):
                 header.refresh()
+            progress = getattr(screen, "scan_progress", None)
+            if callable(progress):
+                progress()
 
     # ---- navigation -------------------------------------------------------------------
 
@@ -1077,6 +1120,10 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         if command is not None:
             self._start_command_run(accepted, exp, command)
         await self._apply(accepted, exp)
+
+    async def apply_planned(self, action: str, key: str, payload: Any, lines: list[str], exp: Experiment) -> None:
+        """Apply a plan already previewed and confirmed (one of several marked runs)."""
+        await self._apply(PendingWrite(action, key, payload, lines), exp)
 
     async def _apply(self, pending: PendingWrite, exp: Experiment) -> None:
         from services.remediations import registry

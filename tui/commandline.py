@@ -100,15 +100,19 @@ def resolve(typed: str, available: list[Command]) -> Command | None:
 
 
 def complete(typed: str, available: list[Command]) -> str:
-    """Tab: the longest prefix every command starting with `typed` shares."""
-    names = sorted({n for c in available for n in (c.name, *c.aliases) if n.startswith(typed)})
-    if not names:
-        return typed
-    first, last = names[0], names[-1]
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return first[:n] if n > len(typed) else (names[0] if len(names) == 1 else typed)
+    """Tab: the name `typed` begins when it begins one (names before aliases), else the longest
+    start every such name shares."""
+    for pool in ([c.name for c in available], [a for c in available for a in c.aliases]):
+        names = sorted({n for n in pool if n.startswith(typed)})
+        if len(names) == 1:
+            return names[0]
+        if names:
+            first, last = names[0], names[-1]
+            n = 0
+            while n < min(len(first), len(last)) and first[n] == last[n]:
+                n += 1
+            return first[:n]
+    return typed
 
 
 def _history_path() -> str:

@@ -6,15 +6,12 @@ nothing to do, or whose plan is blocked, is listed as such and left alone."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.message import Message
 
 from services.core.models import Experiment
 from services.remediations.errors import WriteRefused
-
-if TYPE_CHECKING:
-    from tui.app import EvaldeskApp
 
 
 @dataclass
@@ -35,7 +32,7 @@ class MarkedPlans(Message):
         self.plans = plans
 
 
-async def plan_all(app: EvaldeskApp, action: str, keys: list[str]) -> None:
+async def plan_all(app: Any, action: str, keys: list[str]) -> None:
     """Plan `action` for each marked run, then ask once (app._on_marked_plans)."""
     from services.remediations import registry
 
@@ -78,11 +75,8 @@ def preview(action: str, plans: list[RunPlan]) -> tuple[str, list[str], int]:
     return f"{action.capitalize()} {len(todo)} of {len(plans)} marked run(s)", lines, len(todo)
 
 
-async def apply_all(app: EvaldeskApp, action: str, plans: list[RunPlan]) -> None:
-    """One after the other, each through the write path (app._apply), as if confirmed alone."""
-    from tui.app import PendingWrite
-
+async def apply_all(app: Any, action: str, plans: list[RunPlan]) -> None:
+    """One after the other, each through the write path (the app's apply), as if confirmed alone."""
     for p in plans:
-        if p.skip:
-            continue
-        await app._apply(PendingWrite(action, p.key, p.payload, p.lines), p.exp)
+        if not p.skip:
+            await app.apply_planned(action, p.key, p.payload, p.lines, p.exp)

@@ -69,12 +69,44 @@ async def at_log(pilot: Pilot) -> None:
     await quiet(pilot)
 
 
+async def at_describe(pilot: Pilot) -> None:
+    await settle(pilot)
+    await pilot.press("d")  # type: ignore[attr-defined]
+    await quiet(pilot)
+
+
+async def at_marked_dedupe(pilot: Pilot) -> None:
+    """Two runs marked, their dedupe in one preview (`:dedupe`)."""
+    await settle(pilot)
+    await pilot.press("space", "space", "colon", *"dedupe", "enter")  # type: ignore[attr-defined]
+    await settle(pilot)
+    await quiet(pilot)
+
+
+async def at_command_line(pilot: Pilot) -> None:
+    await settle(pilot)
+    await quiet(pilot)
+    await pilot.press("colon", "j")  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
+
+
+async def at_journal(pilot: Pilot) -> None:
+    await settle(pilot)
+    await pilot.press("colon", *"journal", "enter")  # type: ignore[attr-defined]
+    await settle(pilot)
+    await quiet(pilot)
+
+
 SCREENS: dict[str, Callable[[Pilot], Awaitable[None]]] = {
     "experiments": at_home,
     "audit": at_audit,
     "confirm": at_confirm,
     "help": at_help,
     "log": at_log,
+    "describe": at_describe,
+    "marked-dedupe": at_marked_dedupe,
+    "command-line": at_command_line,
+    "journal": at_journal,
 }
 
 

@@ -101,6 +101,7 @@ class Row:
     age_s: float | None
     eta_s: float | None = None  # from the live monitor, for running experiments
     command: str | None = None  # "resuming", "re-running": a command evaldesk runs for it now
+    cached_s: float | None = None  # shown from the last read, this many seconds old; None: fresh
 
     @property
     def error_fraction(self) -> float | None:
@@ -273,7 +274,9 @@ class ExperimentsScreen(Screen[None]):
             reading = app.monitor.reading(key) if exp.state == State.running else None
             run = getattr(app, "command_runs", {}).get(key)
             doing = RUNNING_WORDS.get(run.action, run.action) if run is not None and run.running else None
-            rows.append(Row(key, exp, app.audit(key), age, reading.eta_s if reading else None, doing))
+            cached = as_utc(getattr(app, "cached_at", {}).get(key))
+            cached_s = (now - cached).total_seconds() if cached is not None and now else None
+            rows.append(Row(key, exp, app.audit(key), age, reading.eta_s if reading else None, doing, cached_s))
         self.rows = rows
         self._render_table()
 
@@ -302,11 +305,14 @@ class ExperimentsScreen(Screen[None]):
             if flt.matches(plain):
                 visible.append(row)
         id_width = dict(columns).get("id", 20)
-        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width - 2), strict=True):
-            # a marked row: ✓ before its label, the label bold
+        # a gutter for signs while any row needs one: ✓ marked (bold), ◷ from the last read (dim)
+        gutter = any(r.key in self.marks or r.cached_s is not None for r in visible)
+        for row, label in zip(visible, id_labels([r.exp for r in visible], id_width - 2 * gutter), strict=True):
             mark = row.key in self.marks
-            cells = [Text(("✓ " if mark else "  ") + label, style="bold" if mark else "") if c == "id"
-                     else row.cell_text(c, compact, w) for c, w in columns]
+            sign = ("✓ " if mark else "◷ " if row.cached_s is not None else "  ") if gutter else ""
+            style = "bold" if mark else "dim" if row.cached_s is not None else ""
+            cells = [Text(sign + label, style=style) if c == "id" else row.cell_text(c, compact, w)
+                     for c, w in columns]
             if monitor is not None and monitor.warnings_for(row.key):
                 # a fake-execution rule holds (services/monitor/rules.py): the whole row turns red
                 for cell in cells:
@@ -353,7 +359,18 @@ class ExperimentsScreen(Screen[None]):
                 text.append(" (not a regex: matched as text)", style="yellow")
         elif not self.rows:
             text.append(" · reading sources…" if self.evaldesk.scan_state else " · none found", style="dim")
+        cached = [r.cached_s for r in self.rows if r.cached_s is not None]
+        if cached:
+            text.append(f" · ◷ {len(cached)} from the last read, {format_age(max(cached))} old", style="yellow")
+        # one progress line per source being read (the header names only the first)
+        for label, (done, total) in list(getattr(self.evaldesk, "scan_state", {}).items())[:4]:
+            text.append(f"\n  reading {term_safe(label)}: ", style="dim")
+            text.append(f"{done:,}/{total:,} " + bar(done, total, 10) if total else "listing…", style="dim")
         self.query_one("#status", Static).update(text)
+
+    def scan_progress(self) -> None:
+        """The app saw a source's scan move on: the progress lines follow."""
+        self._update_status()
 
     def _update_detail(self) -> None:
         key = self.selected_key()

@@ -1,0 +1,63 @@
+"""The list opens from the last read at once, each row marked with the age of that read, and
+a source's fresh answer replaces its rows when it comes; the read is kept in the XDG state dir."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from services.core.config import Config
+from services.core.models import Snapshot
+from services.core.source import ProgressFn
+from services.harbor.source import HarborSource
+from tests.support.ui_demo import FIXED_NOW, make_demo_app, settle, shared_demo, use_utc
+from tests.tui.test_ui_layout import screen_text
+from tui.app import EvaldeskApp
+from tui.screens.experiments import ExperimentsScreen
+
+
+class SlowSource(HarborSource):
+    """A source that answers only when told to (a far host, a big folder)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.answer = asyncio.Event()
+
+    async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
+        await self.answer.wait()
+        return await super().scan(progress)
+
+
+async def test_the_list_opens_from_the_last_read_then_fills_in(tmp_path: Path,
+                                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    jobs = shared_demo(tmp_path_factory)
+    app = make_demo_app(jobs, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        fresh = sorted(e.id for e in app.experiments())
+    kept = Path(os.environ["XDG_STATE_HOME"]) / "evaldesk" / "last-read.json"
+    assert kept.is_file()  # under the test's own XDG_STATE_HOME (tests/conftest.py)
+
+    use_utc()
+    config = Config(journal_path=str(tmp_path / "journal.jsonl"))
+    slow = SlowSource(jobs, config.policy, label="demo")
+    again = EvaldeskApp([slow], config, False, now=FIXED_NOW, poll=False, cursor_blink=False)
+    async with again.run_test(size=(80, 24)) as pilot:
+        for _ in range(20):
+            await pilot.pause(0.05)
+            if again.experiments():
+                break
+        home = again.screen
+        assert isinstance(home, ExperimentsScreen)
+        assert sorted(e.id for e in again.experiments()) == fresh  # before the source answered
+        assert all(r.cached_s is not None for r in home.rows)
+        text = screen_text(again)
+        assert "◷ tb2 SERA-14B" in text and "from the last read" in text and "reading demo" in text
+        assert again.audit(f"demo::{home.rows[0].exp.id}") is not None  # verdicts too
+        slow.answer.set()
+        await settle(pilot)
+        assert again.cached_at == {} and all(r.cached_s is None for r in home.rows)
+        assert "from the last read" not in screen_text(again)
