@@ -237,7 +237,15 @@ def test_read_only_from_the_environment(tmp_path: Path, capsys: pytest.CaptureFi
     d = duplicated_job(tmp_path).write()
     monkeypatch.setenv("EVALDESK_READ_ONLY", "true")
     code, _, err = run_main(capsys, "--batch", "dedupe", "--apply", str(d))
-    assert code == 2 and "read-only" in err.lower()
+    # the refusal names where read-only came from
+    assert code == 2 and "read-only mode is on (evaldesk_read_only in the environment)" in err.lower()
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("read_only = true\n")
+    monkeypatch.delenv("EVALDESK_READ_ONLY")
+    code, _, err = run_main(capsys, "--config", str(cfg), "--batch", "dedupe", "--apply", str(d))
+    assert code == 2 and f"(read_only = true in {cfg})" in err
+    code, _, err = run_main(capsys, "--read-only", "--batch", "dedupe", "--apply", str(d))
+    assert code == 2 and "(--read-only)" in err
 
 
 def test_dedupe_refuses_a_running_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
