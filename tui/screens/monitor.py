@@ -95,7 +95,8 @@ def figures_text(r: Reading, compact: bool = False, window_s: float = 600.0) -> 
         row("finished", f"{r.finished}/{exp}, {valid} valid, {r.invalid_errors} err")
     else:
         # the census's words (services.core.census.census_words), as the trials and audit screens say them
-        row("finished", f"{r.finished}/{exp}: {valid} valid · {errored} errored · {r.invalid_errors} invalid errors")
+        row("finished", f"{r.finished}: {valid} valid of {exp} expected · {errored} errored · "
+                        f"{r.invalid_errors} invalid errors")
     row("score", "—" if r.score is None else f"{r.score:.3f}" + ("" if compact else "  (the run's own mean)"))
     ci = ""
     if r.pass_rate_ci:
