@@ -20,6 +20,7 @@ from services.report.output import render, report_for
 from tests.support.ui_demo import FIXED_NOW, make_demo_app, settle, shared_demo
 from tests.tui.test_batch_cli import run_main
 from tui.screens.audit import AuditScreen
+from tui.screens.experiments import ExperimentsScreen
 from tui.screens.monitor import figures_text
 from tui.screens.trials import TrialsScreen
 
@@ -54,14 +55,18 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_every_surface_says_the_same_figures(jobs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, dict[str, Figures]] = {}
-    exps = asyncio.run(_screens(jobs, tmp_path, seen))
+    listed: dict[str, tuple[int, int | None, float | None]] = {}
+    exps = asyncio.run(_screens(jobs, tmp_path, seen, listed))
     _others(jobs, exps, seen, capsys)
     for exp_id, surfaces in seen.items():
         assert len(surfaces) == 7, (exp_id, sorted(surfaces))
         assert len(set(surfaces.values())) == 1, (exp_id, surfaces)
+        valid, expected, _, _, score = surfaces["files"]
+        assert listed[exp_id] == (valid, expected, score), exp_id
 
 
-async def _screens(jobs: Path, tmp_path: Path, seen: dict[str, dict[str, Figures]]) -> list[Experiment]:
+async def _screens(jobs: Path, tmp_path: Path, seen: dict[str, dict[str, Figures]],
+                   listed: dict[str, tuple[int, int | None, float | None]]) -> list[Experiment]:
     """What the trials header and the audit screen say, as a person opens them."""
     app = make_demo_app(jobs, tmp_path)
     exps: list[Experiment] = []
@@ -69,6 +74,14 @@ async def _screens(jobs: Path, tmp_path: Path, seen: dict[str, dict[str, Figures
         await settle(pilot)
         exps = [e for e in app.experiments() if e.stale_since is None]
         assert len(exps) >= 6
+        home = app.screen
+        assert isinstance(home, ExperimentsScreen)
+        for row in home.shown:
+            # the list's own cells: valid/expected and the score (its error column is the gate's fraction)
+            progress = row.cell_text("progress", False, 40).plain.split()[0]
+            score = row.cell_text("score", False, 40).plain
+            valid, expected = progress.split("/")
+            listed[row.exp.id] = (int(valid), _int(expected), None if score == "—" else round(float(score), 3))
         for exp in exps:
             key = experiment_key(exp)
             surfaces = seen.setdefault(exp.id, {"files": own(exp)})
