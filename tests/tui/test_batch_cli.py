@@ -350,13 +350,14 @@ def test_demo_then_audit_gives_the_expected_verdicts(tmp_path: Path) -> None:
                                 if e["source"] in ("harbor", "csbench", "rock")}  # more backends' demo data sits beside
     expect = {
         "dev_set_v2": "dedupe",
-        "OpenThinker-Agent-8B": "finalize",
+        # the demo folder's baselines/ is read as the console reads it: the alignment fails, a person decides
+        "OpenThinker-Agent-8B": "investigate",
         "Qwen3-32B": "resume",
-        "SERA-14B": "resume",
+        "SERA-14B": "investigate",  # none of its errors is one Harbor retries: it asks which to re-run
         "1774950145766573": "rerun",
         "swebench": "wait",
-        "camp-5e1f0c2a": "investigate",  # the csbench campaign: a mock on the cloud, not torn down
-        "exp-7f3a9c21": "resume",  # the Rock regression run: errors past the gate, retry them
+        "camp-5e1f0c2a": "teardown",  # the csbench campaign: a mock on the cloud, not torn down (it bills)
+        "exp-7f3a9c21": "retry",  # the Rock regression run: errors past the gate, retry them
     }
     assert len(verdicts) == 8
     for needle, verdict in expect.items():
