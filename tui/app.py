@@ -896,7 +896,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
     @property
     def write_path(self) -> WritePath:
         if self._write_path is None:
-            why = "read_only = true in the config" if self.config.read_only else "--read-only"
+            why = self.config.read_only_why or ("read_only = true in the config" if self.config.read_only
+                                                else "--read-only")
             self._write_path = WritePath(self.journal, read_only=self.read_only, read_only_why=why)
         return self._write_path
 

@@ -348,7 +348,8 @@ async def _list(args: Any, config: Config, exps: list[tuple[Source, Experiment]]
         rows.append({
             "source": src.label, "id": e.id, "benchmark": e.benchmark, "model": e.model, "state": e.state.value,
             "state_raw": e.state_raw, "valid": e.counts.valid, "expected": e.counts.expected,
-            "total": e.counts.total, "running": e.counts.running, "score": e.score,
+            "total": e.counts.total, "running": e.counts.running, "errored": e.counts.errored,
+            "invalid_errors": e.counts.invalid_errors, "score": e.score,
             "error_fraction": r.error_fraction, "verdict": r.verdict,
             "updated_at": e.updated_at.isoformat() if e.updated_at else None, "path": e.path,
         })

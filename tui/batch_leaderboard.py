@@ -81,8 +81,10 @@ def plan_json(exp: Experiment, check: str, status: str, plan: Plan | None, appli
 async def run_fix(args: Any, config: Config, exps: list[tuple[Source, Experiment]], check_id: str, fmt: str,
                   console: Console, out: IO[str], err: IO[str], progress: Any) -> int:
     from services.remediations import inputs, registry
-
-    write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only))
+    # (as tui.batch_records.write_path_for makes it; that module imports this one)
+    why = config.read_only_why or ("--read-only" if args.read_only else "read_only = true in the config")
+    write_path = WritePath(Journal(config.journal_path), read_only=bool(args.read_only or config.read_only),
+                           read_only_why=why)
     context = await leaderboard_context(config, [e for _, e in exps], err)
     now = datetime.now(UTC)
     worst = EXIT_OK

@@ -29,7 +29,8 @@ T = TypeVar("T")
 
 def write_path_for(args: argparse.Namespace, config: Config) -> WritePath:
     """The write path batch uses; whether it may write is its `refusal`, asked before any work."""
-    why = "--read-only" if getattr(args, "read_only", False) else "read_only = true in the config or EVALDESK_READ_ONLY"
+    why = config.read_only_why or ("--read-only" if getattr(args, "read_only", False)
+                                   else "read_only = true in the config or EVALDESK_READ_ONLY")
     return WritePath(Journal(config.journal_path), read_only=bool(config.read_only or args.read_only),
                      read_only_why=why)
 

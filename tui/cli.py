@@ -185,6 +185,7 @@ def _main(argv: list[str] | None) -> int:
         config.ssh_config = args.ssh_config
     if args.read_only:
         config.read_only = True
+        config.read_only_why = "--read-only"
     if args.no_cache:
         config.scan_cache = False
     if args.command:

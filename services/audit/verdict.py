@@ -227,7 +227,8 @@ def decided(report: AuditReport, policy: Policy) -> AuditReport:
     d = decide(report.checks, report.state)
     notes = list(report.notes)
     if d.decided_by in ("valid_count", "error_gate", "partial_registered"):
-        again = "retry" if d.verdict == "retry" else "resume"
+        again = {"retry": "retry", "resume": "resume", "deregister": "de-register the partial, then resume"}.get(
+            d.verdict, "decide what to re-run (the verdict says how)")
         notes.insert(0, f"{policy.completeness_rule()}: {again}, never register; if a partial row was already "
                      "registered, de-register that one row.")
     return report.model_copy(update={"verdict": d.verdict, "reason": d.reason, "decided_by": d.decided_by,

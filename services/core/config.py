@@ -240,6 +240,8 @@ class Config(BaseModel):
         None, description="alignment baselines; default $XDG_CONFIG_HOME/evaldesk/baselines")
     rock: list[RockConfig] = Field(default_factory=list)
     config_path: str | None = Field(None, exclude=True)
+    read_only_why: str | None = Field(None, exclude=True, description=(
+        "where read-only mode came from (the flag, the environment, the file), for the refusal to say"))
 
     def leaderboard_usernames(self) -> list[str]:
         """Whose leaderboard rows are ours: `[leaderboard] usernames`, else the top-level list."""
@@ -264,7 +266,7 @@ def _coerce_env(value: str) -> Any:
 
 # Keys the environment may set: every field of the file's top level (config_path is where the
 # file was found, not a setting).
-ENV_KEYS = frozenset(name for name in Config.model_fields if name != "config_path")
+ENV_KEYS = frozenset(name for name in Config.model_fields if name not in ("config_path", "read_only_why"))
 
 
 def _misspelt_key(parts: list[str]) -> str | None:
@@ -372,4 +374,7 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
             raise ConfigError(f"{where}: unknown key {key!r}") from None
         raise ConfigError(f"{where}: key {key!r}: {err['msg']}") from None
     cfg.config_path = str(cfg_path) if cfg_path.exists() else None
+    if cfg.read_only:
+        cfg.read_only_why = ("EVALDESK_READ_ONLY in the environment" if "read_only" in env_over
+                             else f"read_only = true in {cfg_path}")
     return cfg

@@ -237,7 +237,15 @@ def test_read_only_from_the_environment(tmp_path: Path, capsys: pytest.CaptureFi
     d = duplicated_job(tmp_path).write()
     monkeypatch.setenv("EVALDESK_READ_ONLY", "true")
     code, _, err = run_main(capsys, "--batch", "dedupe", "--apply", str(d))
-    assert code == 2 and "read-only" in err.lower()
+    # the refusal names where read-only came from
+    assert code == 2 and "read-only mode is on (evaldesk_read_only in the environment)" in err.lower()
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("read_only = true\n")
+    monkeypatch.delenv("EVALDESK_READ_ONLY")
+    code, _, err = run_main(capsys, "--config", str(cfg), "--batch", "dedupe", "--apply", str(d))
+    assert code == 2 and f"(read_only = true in {cfg})" in err
+    code, _, err = run_main(capsys, "--read-only", "--batch", "dedupe", "--apply", str(d))
+    assert code == 2 and "(--read-only)" in err
 
 
 def test_dedupe_refuses_a_running_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -342,13 +350,14 @@ def test_demo_then_audit_gives_the_expected_verdicts(tmp_path: Path) -> None:
                                 if e["source"] in ("harbor", "csbench", "rock")}  # more backends' demo data sits beside
     expect = {
         "dev_set_v2": "dedupe",
-        "OpenThinker-Agent-8B": "finalize",
+        # the demo folder's baselines/ is read as the console reads it: the alignment fails, a person decides
+        "OpenThinker-Agent-8B": "investigate",
         "Qwen3-32B": "resume",
-        "SERA-14B": "resume",
+        "SERA-14B": "investigate",  # none of its errors is one Harbor retries: it asks which to re-run
         "1774950145766573": "rerun",
         "swebench": "wait",
-        "camp-5e1f0c2a": "investigate",  # the csbench campaign: a mock on the cloud, not torn down
-        "exp-7f3a9c21": "resume",  # the Rock regression run: errors past the gate, retry them
+        "camp-5e1f0c2a": "teardown",  # the csbench campaign: a mock on the cloud, not torn down (it bills)
+        "exp-7f3a9c21": "retry",  # the Rock regression run: errors past the gate, retry them
     }
     assert len(verdicts) == 8
     for needle, verdict in expect.items():

@@ -49,10 +49,13 @@ def test_experiment_ids_keep_benchmark_model_and_date_and_the_time_when_two_runs
 
 
 def test_one_census_wording() -> None:
-    c = TrialCounts(total=315, valid=294, errored=21, running=0, expected=300, copies=6)
+    c = TrialCounts(total=315, valid=294, errored=21, running=0, expected=300, copies=6, invalid_errors=21)
     assert census_words(c, valid_after_dedupe=283) == (
-        "294 valid of 300 expected · 315 attempts (21 errored) · 6 staged copies · 283 valid after dedupe")
-    assert census_words(c) == "294 valid of 300 expected · 315 attempts (21 errored) · 6 staged copies"
+        "294 valid of 300 expected · 315 attempts (21 errored) · 21 invalid errors · 6 staged copies · "
+        "283 valid after dedupe")
+    assert census_words(c) == ("294 valid of 300 expected · 315 attempts (21 errored) · 21 invalid errors · "
+                               "6 staged copies")
+    assert census_words(c, score=0.3231, with_score=True).startswith("score 0.323 · 294 valid of 300 expected")
 
 
 async def test_trials_breadcrumb_and_counts_of_the_filtered_set(
@@ -84,7 +87,8 @@ async def test_the_same_run_reads_the_same_everywhere(tmp_path: Path, tmp_path_f
         assert isinstance(home, ExperimentsScreen)
         home.query_one(DataTable).move_cursor(row=[r.key for r in home.shown].index(key), animate=False)
         await pilot.pause()
-        words = "294 valid of 300 expected · 315 attempts (21 errored) · 6 staged copies · 283 valid after dedupe"
+        words = ("294 valid of 300 expected · 315 attempts (21 errored) · 21 invalid errors · 6 staged copies · "
+                 "283 valid after dedupe")
         assert words in str(home.query_one("#detail").render())
         await pilot.press("a")
         await settle(pilot, 2)

@@ -131,8 +131,10 @@ async def test_read_only_dialog_says_why_and_refuses(jobs: Path, tmp_path: Path)
     async with app.run_test(size=SIZE) as pilot:
         dialog = await open_dedupe_dialog(app, pilot)
         refusal = dialog.query_one("#refusal").render()
-        assert "Read-only mode" in str(refusal)
-        assert dialog.query_one("#confirm", Button).disabled
+        # it names where read-only came from: the flag, not a config that never set it
+        assert "Read-only mode is on (--read-only)" in str(refusal)
+        # a plan that cannot apply offers no apply key at all
+        assert not dialog.query("#confirm") and all("Apply" not in str(b.label) for b in dialog.query(Button))
         await pilot.press("y")
         await settle(pilot, 2)
         await pilot.press("escape")

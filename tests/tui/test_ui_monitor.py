@@ -131,7 +131,7 @@ async def test_m_opens_the_monitor_with_figures_running_table_and_red_warnings(t
         assert "trial build-cython-ext__caaaaaa running 19 min, 1.5 × the 10 min timeout is 15 min" in warnings
         assert "3 trials past" in warnings
         figures = str(screen.query_one("#mon-figures", Static).render())
-        assert "finished   18/30, 3 invalid errors" in figures
+        assert "valid      15 valid of 30 expected\nerrors     3 invalid errors\nscore      0.533" in figures
         assert "pass rate  44.4%  CI 24.6%–66.3%" in figures
         assert "expected   60.0% vs actual 44.4%" in figures and "tb2-reference, n=18" in figures
         assert "throughput 1.00/min, last 10 min" in figures and "ETA        12 min at that rate" in figures

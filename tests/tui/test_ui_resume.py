@@ -184,11 +184,13 @@ async def test_a_refused_resume_says_why_and_moves_nothing(
         dialog = await open_fix(app, pilot, key)
         refusal = str(dialog.query_one("#refusal").render())
         assert "has no config.json" in refusal
-        assert dialog.query_one("#confirm", Button).disabled
+        # a plan that cannot apply offers no apply key at all
+        assert not dialog.query("#confirm") and all("Apply" not in str(b.label) for b in dialog.query(Button))
         await pilot.press("y")
         await settle(pilot)
         assert key not in app.command_runs
-        assert any("refused, nothing changed" in e.message for e in app.event_log)
+        # y applies nothing: it says why again
+        assert any(e.level == "warning" and "has no config.json" in e.message for e in app.event_log)
     assert tree(jobs) == before
     assert standins.calls() == []
 
@@ -200,13 +202,16 @@ async def test_the_trials_screen_resumes_the_group_it_shows(
     app = make_demo_app(jobs, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        # the verdict's own fix has nothing Harbor would retry, and says what to do instead
+        # nothing Harbor would retry: the verdict offers no fix, it asks which errors to re-run, with the command
         app.open_audit(key)
         await pilot.pause()
+        assert app.audit(key).verdict == "investigate"  # type: ignore[union-attr]
+        assert "--exception VerifierOutputParseError" in str(app.screen.query_one("#verdict").render())
         await pilot.press("x")
         await settle(pilot, 3)
         assert isinstance(app.screen, AuditScreen)
-        assert any("nothing to resume" in e.message and "f then x" in e.message for e in app.event_log)
+        assert any("No fix evaldesk can run here" in e.message and "decide which errors to re-run" in e.message
+                   for e in app.event_log)
         app.open_trials(key)
         await settle(pilot)
         screen = app.screen

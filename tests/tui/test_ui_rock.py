@@ -112,10 +112,13 @@ async def test_the_retry_preview_shows_the_exact_regression_command(
         assert f"  cd {shared_full_demo(tmp_path_factory)}/rock && {COMMAND}" in text
         assert "Tasks (7; RewardFileNotFoundError, RuntimeError): " in text
         assert "Cannot run yet: regression.py is not configured" in text
-        await pilot.press("y")  # refused by the write path, nothing runs
+        # the dialog offers no apply; y only says why again, and nothing runs
+        assert not dialog.query("#confirm")
+        await pilot.press("y")
         await settle(pilot, 3)
         log = [e.message for e in app.event_log]
-        assert any(m.startswith("retry refused, nothing changed: regression.py is not configured") for m in log), log
+        assert any("regression.py is not configured" in m for m in log), log
+        assert not any(m.startswith("retry refused") or "started" in m for m in log), log
 
 
 # ---- snapshots --------------------------------------------------------------------------------

@@ -88,8 +88,9 @@ class AuditScreen(Screen[None]):
         if report is not None and checklist.items:
             # start on what needs doing: a row evaldesk can fix, else the first failing check
             ids = [i.id for i in checklist.items]
-            order = ([c for c in report.checks if c.id == report.decided_by]
-                     + [c for c in report.checks if c.remediation] + [c for c in report.checks if c.status == "fail"])
+            decider = [c for c in report.checks if c.id == report.decided_by]
+            order = ([c for c in decider if c.remediation] + [c for c in report.checks if c.remediation]
+                     + decider + [c for c in report.checks if c.status == "fail"])
             target = next((ids.index(c.id) for c in order if c.id in ids), None)
             if target is not None:
                 checklist.highlighted = target

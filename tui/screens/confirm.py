@@ -60,9 +60,11 @@ class ConfirmScreen(ModalScreen[bool]):
             with Horizontal(id="buttons"):
                 if self.word:
                     yield Input(placeholder=f"type {self.word}", id="word")
-                yield Button(f"{self.confirm_label} \\[y]" if not self.word else self.confirm_label, id="confirm",
-                             variant="error", disabled=self.refusal is not None or self.word is not None)
-                yield Button("Cancel \\[n]", id="cancel", variant="primary")
+                # a plan that cannot apply offers no apply at all: the refusal above says why
+                if not self.refusal:
+                    yield Button(f"{self.confirm_label} \\[y]" if not self.word else self.confirm_label,
+                                 id="confirm", variant="error", disabled=self.word is not None)
+                yield Button("Close \\[n]" if self.refusal else "Cancel \\[n]", id="cancel", variant="primary")
 
     def on_mount(self) -> None:
         # never the confirming control: a stray enter cancels (or, asking for a word, types nothing)
@@ -80,7 +82,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
     @on(Input.Changed, "#word")
     def _word_changed(self, event: Input.Changed) -> None:
-        self.query_one("#confirm", Button).disabled = event.value.strip() != self.word
+        for button in self.query("#confirm").results(Button):
+            button.disabled = event.value.strip() != self.word
 
     @on(Input.Submitted, "#word")
     def _word_submitted(self, event: Input.Submitted) -> None:
@@ -93,7 +96,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_confirm(self) -> None:
         # the app decides (and says why); the refusal shown here is only its explanation
-        why = console(self).write_refusal(self.action_name)
+        # y where nothing can apply says why again (the dialog offers no apply)
+        why = console(self).write_refusal(self.action_name) or self.refusal
         if why is None and self.word and self.typed() != self.word:
             why = f"type {self.word} to go ahead, or esc to cancel"
         if why is not None:

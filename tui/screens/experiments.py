@@ -159,7 +159,9 @@ class Row:
             frac = self.error_fraction
             if frac is None:
                 return Text("—", justify="right")
-            over = frac > 0.10
+            # red where the error gate fails: the policy's limit, judged by the check that owns it
+            over = self.report is not None and any(c.id == "error_gate" and c.status == "fail"
+                                                   for c in self.report.checks)
             return Text(f"{100 * frac:.1f}", style="bold red" if over else "", justify="right")
         if col == "verdict":
             if self.command is not None:

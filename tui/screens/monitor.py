@@ -95,13 +95,15 @@ def figures_text(r: Reading, compact: bool = False, window_s: float = 600.0) -> 
         row("finished", f"{r.finished}/{exp}, {valid} valid, {r.invalid_errors} err")
     else:
         # the census's words (services.core.census.census_words), as the trials and audit screens say them
-        row("finished", f"{r.finished}/{exp}: {valid} valid · {errored} errored · {r.invalid_errors} invalid errors")
-    row("score", "—" if r.score is None else f"{r.score:.3f}" + ("" if compact else "  (the run's own mean)"))
+        row("finished", f"{r.finished} · {errored} errored")
+        row("valid", f"{valid} valid of {exp} expected")
+        row("errors", f"{r.invalid_errors} invalid errors")
+    row("score", "—" if r.score is None else f"{r.score:.3f}")
     ci = ""
     if r.pass_rate_ci:
         lo, hi = r.pass_rate_ci
         ci = f" CI {100 * lo:.0f}–{100 * hi:.0f}%" if compact else f"  CI {fmt_rate(lo)}–{fmt_rate(hi)}"
-    row("pass rate", f"{fmt_rate(r.pass_rate)}{ci}" + ("" if compact else "  (passes / finished)"), "bold")
+    row("pass rate", f"{fmt_rate(r.pass_rate)}{ci}", "bold")
     al = r.alignment
     if al is not None:
         low = al.actual < al.expected

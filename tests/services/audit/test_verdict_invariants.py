@@ -79,6 +79,10 @@ def test_every_demo_experiment(demo_root: Path, tmp_path: Path, with_baseline: b
     # its errors are not ones Harbor retries: a person decides, and is given the command
     assert sera.verdict == "investigate" and sera.decided_by == "error_gate"
     assert "--exception VerifierOutputParseError" in (sera.ask or "") and "--batch resume" in (sera.ask or "")
+    # its bias note names its own exception types, and no note tells it to resume
+    unverified = next(n for n in sera.notes if "verifier never ran" in n)
+    assert "VerifierOutputParseError ×12" in unverified and "VerificationNotCompleted" not in unverified
+    assert not any(": resume, never register" in n for n in sera.notes)
     assert reports["gsm8k-qwen3-32b"].verdict == "input"
     assert reports["mmlu-qwen3-8b"].verdict == "launch"  # removed: launched again, not "fix the endpoint"
     thinker = next(r for k, r in reports.items() if "OpenThinker" in k)
