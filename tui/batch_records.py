@@ -136,7 +136,8 @@ async def _one(args: argparse.Namespace, config: Config, write_path: WritePath, 
 
     want = UNDOABLE if command == "undo" else UNFINISHED
     entry = None if (os.path.exists(spec) or "://" in spec) else write_path.index.find(spec)
-    if entry is not None and entry.get("status") in FINAL and not (entry.get("location") or {}).get("on_target"):
+    if entry is not None and entry.get("status") in FINAL and entry.get("status") not in want \
+            and not (entry.get("location") or {}).get("on_target"):
         status = str(entry.get("status")).replace("_", " ")
         return {"target": entry.get("target"), "record": entry.get("id"), "status": entry.get("status"),
                 "restored" if command == "undo" else "done": [],

@@ -175,7 +175,11 @@ def source_baseline_dirs(specs: Iterable[str]) -> list[str]:
         if "://" in spec and not spec.startswith("file://"):
             continue
         d = Path(spec.removeprefix("file://")).expanduser() / "baselines"
-        if d.is_dir() and str(d) not in out:
+        try:
+            found = d.is_dir()
+        except OSError:  # a SOURCE that cannot be searched: the scan names it
+            found = False
+        if found and str(d) not in out:
             out.append(str(d))
     return out
 

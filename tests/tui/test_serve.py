@@ -110,7 +110,7 @@ async def _ws(url: str, origin: str | None, keys: str = "", want: bytes = b"") -
                 got = b""
                 deadline = time.monotonic() + (60 if want else 5)
                 while time.monotonic() < deadline and (want not in got if want else len(got) < 2000):
-                    if keys and b"gpt-5-mini" in got:
+                    if keys and b"6 experiments" in got:
                         await ws.send_json(["stdin", keys])
                         keys, got = "", b""
                     try:
