@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -106,25 +107,41 @@ def make_full_demo_app(root: Path, state: Path, *, baselines: bool = True) -> Ev
                        baseline_dirs=[str(root / "baselines")] if baselines else [])
 
 
+def _fixed_demo(name: str, write: Callable[[Path], object]) -> Path:
+    """A demo at a fixed path under the temp dir, written once per test run: a screen that
+    names a path then reads the same on every run. One test run's processes (pytest-xdist
+    workers) share it; a new run writes it afresh."""
+    root = Path(tempfile.gettempdir()) / name
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+    mark = root.with_name(root.name + ".run")
+    with open(root.with_name(root.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (mark.is_file() and mark.read_text() == run):
+            shutil.rmtree(root, ignore_errors=True)
+            write(root)
+            mark.write_text(run)
+    return root
+
+
 def snapshot_full_demo() -> Path:
-    """The full demo at a fixed path (written once per session): a preview that names the
-    work dir, as the retry's does, then reads the same on every run."""
+    """The full demo at a fixed path: a preview that names the work dir, as the retry's does."""
     global _snapshot_full
     if _snapshot_full is None:
         from services.core.registry import write_demo as write_all
 
-        root = Path(tempfile.gettempdir()) / "evaldesk-snapshot-demo"
-        # one test run's processes (pytest-xdist workers) share it; a new run writes it afresh
-        run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
-        mark = root.with_name(root.name + ".run")
-        with open(root.with_name(root.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not (mark.is_file() and mark.read_text() == run):
-                shutil.rmtree(root, ignore_errors=True)
-                write_all(root, DEMO_NOW)
-                mark.write_text(run)
-        _snapshot_full = root
+        _snapshot_full = _fixed_demo("evaldesk-snapshot-demo", lambda root: write_all(root, DEMO_NOW))
     return _snapshot_full
+
+
+def snapshot_jobs() -> Path:
+    """The demo's Harbor jobs at a fixed path: the describe popup shows a run's path."""
+    global _snapshot_jobs
+    if _snapshot_jobs is None:
+        _snapshot_jobs = _fixed_demo("evaldesk-snapshot-jobs", write_demo)
+    return _snapshot_jobs
+
+
+_snapshot_jobs: Path | None = None
 
 
 _snapshot_full: Path | None = None

@@ -86,7 +86,7 @@ async def test_describe_shows_every_field_of_the_row(tmp_path: Path, tmp_path_fa
         for name, value in exp.model_dump(mode="json").items():
             if name == "counts":
                 assert all(f"counts.{k}" in fields for k in value)
-            else:
+            elif name != "verified_at":  # the reader's bookkeeping, said in the header
                 assert name in fields, name
         assert fields["id"] == exp.id and fields["path"] == exp.path and "verdict" in fields
         await pilot.press("escape")

@@ -15,9 +15,9 @@ from tui.app import EvaldeskApp
 from widgets.checklist import Checklist
 
 try:
-    from ui_demo import DEV_KEY, make_demo_app, settle, shared_demo
+    from ui_demo import DEV_KEY, make_demo_app, settle, snapshot_jobs
 except ImportError:  # collected as a package
-    from tests.support.ui_demo import DEV_KEY, make_demo_app, settle, shared_demo
+    from tests.support.ui_demo import DEV_KEY, make_demo_app, settle, snapshot_jobs
 
 SIZES = [(80, 24), (120, 40)]
 Pilot = object
@@ -26,7 +26,7 @@ Pilot = object
 def snapshot_app(factory: pytest.TempPathFactory, state: Path) -> EvaldeskApp:
     """The console on the demo jobs (written once into a tmp dir) with the clock fixed at
     the demo's 'now' + 5 minutes, no polling and no cursor blink."""
-    return make_demo_app(shared_demo(factory), state)
+    return make_demo_app(snapshot_jobs(), state)
 
 
 async def quiet(pilot: Pilot) -> None:

@@ -23,6 +23,7 @@ def describe_fields(exp: Experiment, report: AuditReport | None) -> list[tuple[s
     rows: list[tuple[str, str]] = [("key", f"{exp.source_label}::{exp.id}")]
     data = exp.model_dump(mode="json")
     counts = data.pop("counts", {})
+    data.pop("verified_at", None)  # the reader's own bookkeeping: the header says how old the read is
     for name, value in data.items():
         rows.append((name, _text(value)))
     rows.append(("census", census_words(exp.counts)))

@@ -5,6 +5,8 @@ SVG snapshots of the audit screen with leaderboard findings at 80x24 and 120x40.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -198,5 +200,9 @@ async def _at_numeric_audit(pilot: Any) -> None:
 def test_audit_with_leaderboard_findings_snapshot(snap_compare: Callable[..., bool], lb: Leaderboard,
                                                   hub: HubServer, demo: Jobs, tmp_path: Path,
                                                   size: tuple[int, int]) -> None:
-    app = make_app(lb, hub, demo.need(NUMERIC), tmp_path)
+    # at a fixed path: the audit's commands name the job dir
+    fixed = Path(tempfile.gettempdir()) / "evaldesk-snapshot-leaderboard" / "jobs"
+    shutil.rmtree(fixed, ignore_errors=True)
+    fixed.mkdir(parents=True)
+    app = make_app(lb, hub, type(demo)(demo.shared, fixed).need(NUMERIC), tmp_path)
     assert snap_compare(app, terminal_size=size, run_before=_at_numeric_audit)
