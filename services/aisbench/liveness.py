@@ -14,19 +14,15 @@ None when docker itself cannot answer (not installed, no answer), which is said,
 
 from __future__ import annotations
 
+from services.aisbench.preflight import run_bounded
 from services.core.source import SourceUnavailable
-from services.transport.process import CommandNotFound, CommandResult, Runner
+from services.transport.process import CommandResult, Runner
 
 TIMEOUT_S = 20.0
 
 
 async def _run(runner: Runner, argv: list[str]) -> CommandResult:
-    try:
-        return await runner.run(argv, timeout_s=TIMEOUT_S)
-    except CommandNotFound as exc:
-        return CommandResult(127, "", "", error=str(exc))
-    except TimeoutError:
-        return CommandResult(None, "", "", error=f"no answer within {TIMEOUT_S:g}s")
+    return await run_bounded(runner, argv, TIMEOUT_S)
 
 
 def _why(res: CommandResult) -> str:

@@ -42,13 +42,14 @@ class Preflight:
         return next((s for s in self.steps if not s.ok), None)
 
 
-async def _run(runner: Runner, argv: list[str]) -> CommandResult:
+async def run_bounded(runner: Runner, argv: list[str], timeout_s: float = TIMEOUT_S) -> CommandResult:
+    """A command on the eval host whose failure to start or to answer is a result, not a raise."""
     try:
-        return await runner.run(argv, timeout_s=TIMEOUT_S)
+        return await runner.run(argv, timeout_s=timeout_s)
     except CommandNotFound as exc:
         return CommandResult(127, "", "", error=str(exc))
     except TimeoutError:
-        return CommandResult(None, "", "", error=f"no answer within {TIMEOUT_S:g}s")
+        return CommandResult(None, "", "", error=f"no answer within {timeout_s:g}s")
 
 
 def _where(runner: Runner) -> str:
@@ -57,7 +58,7 @@ def _where(runner: Runner) -> str:
 
 async def check_ssh(runner: Runner) -> PreflightStep:
     try:
-        res = await _run(runner, ["true"])
+        res = await run_bounded(runner, ["true"])
     except SourceUnavailable as exc:
         return PreflightStep(step=STEP_SSH, ok=False, evidence=f"{exc.where}: {exc.message}")
     if res.error or res.exit_code != 0:
@@ -68,7 +69,7 @@ async def check_ssh(runner: Runner) -> PreflightStep:
 
 async def check_environment(runner: Runner, host: HostEntry) -> PreflightStep:
     if host.uses_docker:
-        res = await _run(runner, ["docker", "image", "inspect", "--format", "{{.Id}}", str(host.image)])
+        res = await run_bounded(runner, ["docker", "image", "inspect", "--format", "{{.Id}}", str(host.image)])
         if res.error and res.exit_code == 127:
             return PreflightStep(step=STEP_ENV, ok=False, evidence=f"docker is not installed on {_where(runner)}")
         if res.exit_code != 0:
@@ -77,7 +78,7 @@ async def check_environment(runner: Runner, host: HostEntry) -> PreflightStep:
                                  evidence=f"image {host.image} not on {_where(runner)}: {why[0][:200]}")
         digest = res.stdout_tail.strip()[:19]
         return PreflightStep(step=STEP_ENV, ok=True, evidence=f"image {host.image} present ({digest})")
-    res = await _run(runner, ["sh", "-c", 'command -v "$1"', "sh", host.ais_bench])
+    res = await run_bounded(runner, ["sh", "-c", 'command -v "$1"', "sh", host.ais_bench])
     found = res.stdout_tail.strip().splitlines()
     if res.exit_code != 0 or not found:
         return PreflightStep(step=STEP_ENV, ok=False,
@@ -86,12 +87,12 @@ async def check_environment(runner: Runner, host: HostEntry) -> PreflightStep:
 
 
 async def check_source(runner: Runner, host: HostEntry, task_root: str) -> PreflightStep:
-    res = await _run(runner, ["test", "-d", host.benchmark_src])
+    res = await run_bounded(runner, ["test", "-d", host.benchmark_src])
     if res.exit_code != 0:
         return PreflightStep(step=STEP_SRC, ok=False,
                              evidence=f"no AISBench source dir {host.benchmark_src} on {_where(runner)}")
     # the task root may not exist yet (a fresh /tmp): then its parent must take a new dir
-    probe = await _run(runner, ["sh", "-c", 'd="$1"; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; '
+    probe = await run_bounded(runner, ["sh", "-c", 'd="$1"; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; '
                                             '[ -w "$d" ] && echo "$d"', "sh", task_root])
     usable = probe.stdout_tail.strip()
     if probe.exit_code != 0 or not usable:
@@ -105,7 +106,7 @@ async def check_source(runner: Runner, host: HostEntry, task_root: str) -> Prefl
 
 async def check_api(runner: Runner, api_base: str, model: str | None) -> tuple[PreflightStep, int | None, list[str]]:
     url = models_url(api_base)
-    res = await _run(runner, ["curl", "-sS", "-m", "10", "-o", "-", "-w", "\n%{http_code}", url])
+    res = await run_bounded(runner, ["curl", "-sS", "-m", "10", "-o", "-", "-w", "\n%{http_code}", url])
     if res.exit_code == 127 or (res.error and "not found" in res.error):
         return PreflightStep(step=STEP_API, ok=False, evidence=f"curl is not installed on {_where(runner)}"), \
             None, []
