@@ -9,7 +9,8 @@ docker's own words:
     docker run -d --name NAME … IMAGE sleep infinity  a running container
     docker start|stop NAME, docker rm -f NAME
     docker exec [-d] NAME CMD…                       CMD on this machine (a container shares the host's
-                                                     pid view here); "container NAME is not running", exit 1
+                                                     pid view here; with -d, a shim waits for CMD);
+                                                     "container NAME is not running", exit 1
 
 Every call is appended to `$DOCKER_STANDIN_STATE/calls.log`.
 """
@@ -46,6 +47,21 @@ def _format(args: list[str]) -> tuple[str | None, list[str]]:
             rest.append(args[i])
         i += 1
     return fmt, rest
+
+
+def _detach(run: list[str]) -> int:
+    """`docker exec -d`: CMD outlives this call, and — as under docker's shim, which waits for
+    what it started — a CMD that dies is reaped at once, so `kill -0` of its pid fails then."""
+    if os.fork():
+        return 0
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the caller's pipes close when `docker exec -d` returns, as docker's do
+        os.dup2(null, fd)
+    child = subprocess.Popen(run, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    child.wait()
+    os._exit(0)
 
 
 def main(argv: list[str]) -> int:
@@ -105,9 +121,7 @@ def main(argv: list[str]) -> int:
                   f"Error response from daemon: No such container: {name}", file=sys.stderr)
             return 1
         if detach:
-            subprocess.Popen(run, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-            return 0
+            return _detach(run)
         return subprocess.run(run, check=False).returncode
     print(f"docker stand-in: {' '.join(argv)}: not a command it knows", file=sys.stderr)
     return 2
