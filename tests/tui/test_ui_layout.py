@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from textual.widgets import Button, DataTable, Footer
 
+from services.core.models import Verdict
 from services.remediations.inputs import InputField
-from tests.support.ui_demo import make_demo_app, settle, shared_demo
+from tests.support.ui_demo import make_demo_app, make_full_demo_app, settle, shared_demo, shared_full_demo
 from tui.screens.experiments import ExperimentsScreen
 from tui.screens.inputs import InputsScreen
 from tui.screens.trials import TrialsScreen
@@ -148,3 +151,28 @@ async def test_inputs_dialog_keeps_continue_in_view_at_80x24(tmp_path: Path,
         await settle(pilot, 2)
         button = app.screen.query_one("#inputs-continue", Button)
         assert button.region.height and app.screen.region.contains_region(button.region), button.region
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_every_verdict_word_shows_whole_with_a_gap(size: tuple[int, int], tmp_path: Path,
+                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every verdict there is, in the audit column of every source's rows, at both sizes."""
+    words = list(get_args(Verdict))
+    app = make_full_demo_app(shared_full_demo(tmp_path_factory), tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        home = app.screen
+        assert isinstance(home, ExperimentsScreen)
+        keys = [r.key for r in home.rows]
+        # as many rounds as it takes for every word to sit in a row once
+        for start in range(0, len(words), len(keys)):
+            for key, word in zip(keys, words[start:start + len(keys)], strict=False):
+                app.audits[key] = app.audits[key].model_copy(update={"verdict": word})
+            home.rebuild()
+            await settle(pilot, 2)
+            text = screen_text(app)
+            for word in words[start:start + len(keys)]:
+                # the word whole, a gap of at least two columns, then the row's age
+                assert re.search(rf" {word}  +(\d+[smhd]|stale)\s*$", text, re.MULTILINE), (word, text)
+            # the id column still says benchmark, model and date at 80 columns
+            assert "tb2 SERA-14B 11-19" in text, text

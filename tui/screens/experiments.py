@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from rich.text import Text
 from textual import on
@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from services.core.census import census_words
-from services.core.models import AuditReport, Experiment, State
+from services.core.models import AuditReport, Experiment, State, Verdict
 from services.core.text import term_safe
 from services.core.times import as_utc
 from tui.actions import EXPERIMENT_COLUMNS, bindings_for
@@ -39,6 +39,8 @@ def id_labels(exps: list[Experiment], width: int) -> list[str]:
 
 
 RUNNING_WORDS = {"resume": "resuming", "rerun": "re-running"}
+# the audit column holds every verdict word whole, and the word of a command evaldesk runs ("re-running…")
+VERDICT_WIDTH = max([len(v) for v in get_args(Verdict)] + [len(w) + 1 for w in RUNNING_WORDS.values()])
 
 
 COMPACT_BELOW = 110  # columns; narrower terminals drop source/benchmark/model into the detail line
@@ -166,7 +168,8 @@ class Row:
         if col == "verdict":
             if self.command is not None:
                 # a resume or re-run evaldesk runs for this row: that is its state for now
-                return Text(f"{self.command}…", style="bold blue")
+                word = f"{self.command}…"
+                return Text(word if len(word) <= width else word[: width - 1] + "…", style="bold blue")
             if self.report is None:
                 return Text("…", style="dim")
             v = self.report.verdict
@@ -180,8 +183,8 @@ class Row:
 
 
 # fixed widths; id, benchmark and model share what is left (and source when it says something)
-WIDE = {"state": 6, "progress": 13, "score": 5, "errors": 5, "verdict": 11, "age": 3}
-NARROW = {"state": 6, "progress": 9, "score": 5, "errors": 5, "verdict": 9, "age": 3}
+WIDE = {"state": 6, "progress": 13, "score": 5, "errors": 5, "verdict": VERDICT_WIDTH, "age": 3}
+NARROW = {"state": 6, "progress": 9, "score": 5, "errors": 5, "verdict": VERDICT_WIDTH, "age": 3}
 FLEXIBLE = ("source", "id", "benchmark", "model")
 COMPACT_COLS = ("source", "id", "state", "progress", "score", "errors", "verdict", "age")
 
@@ -250,19 +253,23 @@ class ExperimentsScreen(Screen[None]):
         # one source is named in the header: its column would say the same on every row
         cols = [c for c, _ in EXPERIMENT_COLUMNS if (not compact or c in COMPACT_COLS)
                 and (c != "source" or several)]
-        fixed = NARROW if compact else WIDE
+        fixed = dict(NARROW if compact else WIDE)
+        if any(r.exp.stale_since is not None for r in rows):
+            fixed["age"] = len("stale")  # a row kept from a source that is down says so whole
         natural = {"source": [term_safe(r.exp.source_label) for r in rows],
                    "id": [term_safe(r.exp.id) for r in rows],
                    "benchmark": [term_safe(r.exp.benchmark or "—") for r in rows],
                    "model": [term_safe((r.exp.model or "—").split("/")[-1]) for r in rows]}
-        spec = [Column(c, flexible=c in FLEXIBLE, weight={"id": 3, "source": 1}.get(c, 2)) for c in cols]
+        # a fixed column is as wide as `fixed` says, whatever its key's length: the flexible ones get the rest
+        spec = [Column(c if c in FLEXIBLE else c[: fixed[c]], flexible=c in FLEXIBLE,
+                       weight={"id": 3, "source": 1}.get(c, 2)) for c in cols]
         longest = max(len(rows), 1)
         table = [[(natural[c][i] if c in natural and i < len(rows) else "x" * fixed.get(c, 0)) for c in cols]
                  for i in range(longest)]
-        # cell padding is 1 each side (2 a column, so the batch rule's gap of 2 holds); 2 for the scrollbar
+        # cell padding is 1 each side: 2 a column, where the batch rule counts 2 between columns (one fewer);
         # a vertical scrollbar takes 2 columns once the rows outgrow the screen
         scrollbar = 2 if len(rows) > max(0, (self.size.height or 24) - 7) else 0
-        widths = column_widths(spec, table, width - 1 - scrollbar)
+        widths = column_widths(spec, table, width - 2 - scrollbar)
         return [(c, w if c in FLEXIBLE else fixed[c]) for c, w in zip(cols, widths, strict=True)]
 
     def rebuild(self) -> None:
