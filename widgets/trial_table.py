@@ -54,6 +54,7 @@ class VirtualTable(ScrollView, can_focus=True):
         "vtable--bad",
         "vtable--warn",
         "vtable--muted",
+        "vtable--marked",
     }
     DEFAULT_CSS = """
     VirtualTable {
@@ -67,6 +68,7 @@ class VirtualTable(ScrollView, can_focus=True):
     VirtualTable > .vtable--bad { color: $error; }
     VirtualTable > .vtable--warn { color: $warning; }
     VirtualTable > .vtable--muted { color: $text-muted; }
+    VirtualTable > .vtable--marked { text-style: bold; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -333,6 +335,24 @@ def trial_cells(t: Trial, now: datetime | None = None) -> tuple[Cell, ...]:
         fmt_cost(t.cost_usd),
         (t.trial_name, "vtable--muted"),
     )
+
+
+MARK = "✓ "  # the list's sign for a marked row (tui/screens/experiments.py)
+
+
+def marked_columns(columns: Sequence[Column]) -> list[Column]:
+    """The columns with a gutter before the first one for the mark sign, so no name is cut for it."""
+    first, *rest = columns
+    return [Column(first.key, "  " + first.label, first.width + len(MARK), first.justify), *rest]
+
+
+def marked_cells(cells: Sequence[Cell], marked: bool) -> tuple[Cell, ...]:
+    """A row's cells in `marked_columns`: ✓ and bold in the gutter of a marked row, blank otherwise."""
+    first, *rest = cells
+    text = first if isinstance(first, str) else first[0]
+    if marked:
+        return ((MARK + text, "vtable--marked"), *rest)
+    return ("  " + text if isinstance(first, str) else ("  " + text, first[1]), *rest)
 
 
 GROUP_COLUMNS = [

@@ -276,3 +276,36 @@ async def test_a_large_experiment_opens_at_once(tmp_path: Path) -> None:
         assert screen.table.row_text(49_999)[-1] == last.trial_name
         await pilot.press("s", "s")  # errored only
         assert {r[3] for r in (screen.table.row_text(i) for i in range(screen.table.row_count))} == {"errored"}
+
+
+async def test_marked_trials_are_drawn_marked(tmp_path: Path, tmp_path_factory: TempPathFactory) -> None:
+    """space marks a trial and the table shows ✓ before its task; * inverts; ctrl+space clears."""
+    from tests.tui.test_ui_layout import screen_text
+
+    app = make_demo_app(shared_demo(tmp_path_factory), tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_trials(pilot, SERA)
+        first, second = (screen.trials[screen.rows[n]].task_name for n in (0, 1))
+        body = lambda: screen_text(app).splitlines()[3:]  # noqa: E731  (below the header and title)
+        assert not any("✓" in line for line in body())
+        await pilot.press("space")
+        await settle(pilot, 2)
+        lines = body()
+        marked = [line for line in lines if "✓" in line]
+        assert len(marked) == 1 and f"✓ {first[:10]}" in marked[0], "\n".join(lines)
+        assert any(f"  {second[:10]}" in line for line in lines)  # the unmarked rows keep their place
+        assert "1 marked" in screen_text(app)
+        assert screen.table.cursor == 1  # space moves on to the next trial
+        await pilot.press("space")
+        await settle(pilot, 2)
+        assert sum("✓" in line for line in body()) == 2 and "2 marked" in screen_text(app)
+        await pilot.press("asterisk")  # every other trial shown is marked now
+        await settle(pilot, 2)
+        assert f"{len(screen.rows) - 2} marked" in screen_text(app)
+        lines = body()
+        rows = lines[next(n for n, line in enumerate(lines) if " task " in line) + 1:]
+        assert rows[0].startswith(f"  {first}") and rows[1].startswith(f"  {second}"), "\n".join(lines)
+        assert rows[2].startswith("✓ "), "\n".join(lines)
+        await pilot.press("ctrl+space")
+        await settle(pilot, 2)
+        assert not any("✓" in line for line in body()) and "marked" not in screen_text(app)

@@ -59,6 +59,7 @@ CASES = [
     ("trials_errored_diagnose_80x24", (80, 24), at(["s", "s", "d"])),
     ("trials_grouped_80x24", (80, 24), at(["E"])),
     ("trials_errored_120x40", (120, 40), at(["s", "s"])),
+    ("trials_marked_80x24", (80, 24), at(["space", "space"])),
 ]
 
 

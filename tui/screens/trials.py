@@ -53,6 +53,8 @@ from widgets.trial_table import (
     fmt_reward,
     group_cells,
     group_key,
+    marked_cells,
+    marked_columns,
     trial_cells,
     trial_columns,
 )
@@ -252,7 +254,14 @@ class TrialsScreen(Screen[None]):
             now = self.now()
             table.empty_text = "no trials match" if self.trials else (
                 "no such experiment (gone from the source?)" if self.experiment is None else "no trials yet")
-            table.set_data(self._columns, len(rows), lambda n: trial_cells(trials[rows[n]], now), cursor=cursor)
+            marks = self.marks
+            if marks:
+                # a gutter while any trial is marked, as on the list: ✓ and bold on the marked ones
+                table.set_data(marked_columns(self._columns), len(rows),
+                               lambda n: marked_cells(trial_cells(trials[rows[n]], now), trials[rows[n]].path in marks),
+                               cursor=cursor)
+            else:
+                table.set_data(self._columns, len(rows), lambda n: trial_cells(trials[rows[n]], now), cursor=cursor)
             if not rows:
                 self._show_selection(None)
         self._update_title()
@@ -307,6 +316,10 @@ class TrialsScreen(Screen[None]):
             line1.append(" › ", style="dim")
             line1.append(crumbs, style="bold")
         line2 = Text(no_wrap=True, overflow="ellipsis")
+        if self.marks:
+            # first on the line: what x acts on must not be the part an 80-column line cuts
+            line2.append(f"{len(self.marks)} marked (x resumes them, ctrl+space clears)", style="bold")
+            line2.append(" · ", style="dim")
         filtered = self.grouped or self.status_filter is not None or self.focus_filter is not None
         if filtered and not self.grouped:
             n = Counter(self._statuses[i] for i in self.rows)
@@ -323,8 +336,6 @@ class TrialsScreen(Screen[None]):
             report = self.host.audit(self.key)
             after = report.trials.get("valid_after_dedupe") if report is not None else None
             line2.append(census_words(exp.counts, valid_after_dedupe=after, score=exp.score, with_score=True))
-        if self.marks:
-            line2.append(f"  · {len(self.marks)} marked (x resumes them, ctrl+space clears)", style="bold")
         self.query_one("#trials-title", Static).update(Text("\n").join([line1, line2]))
 
     @on(SnapshotUpdated)
@@ -549,16 +560,16 @@ class TrialsScreen(Screen[None]):
         if trial is None:
             return
         self.marks ^= {trial.path}
-        self._update_title()
+        self.refresh_rows(keep_path=trial.path)
         move(self.table, "down")
 
     def action_clear_marks(self) -> None:
         self.marks.clear()
-        self._update_title()
+        self.refresh_rows()
 
     def action_invert_marks(self) -> None:
         self.marks ^= {self.trials[i].path for i in self.rows}
-        self._update_title()
+        self.refresh_rows()
 
     def action_resume_shown(self) -> None:
         """Resume exactly the errored trials on screen: the marked ones, else the highlighted
