@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from textual import on
 from textual.app import App
+from textual.notifications import Notifications, Notify
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
@@ -172,6 +173,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         # rows shown from the last read (tui/last_read.py) until their source answers: key → read at
         self.cached_at: dict[str, datetime] = {}
         self.audits: dict[str, AuditReport] = {}
+        # the notices raised and not yet expired or cleared, which each screen's notice line shows
+        self.notices = Notifications()
         self._experiments: dict[str, Experiment] = {}
         self.scan_state: dict[str, tuple[int, int | None]] = {}
         self._scanning: set[str] = set()
@@ -284,6 +287,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
     # ---- lifecycle --------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        # back on a screen (a dialog closed, esc): its notice line shows what was raised meanwhile
+        self.screen_change_signal.subscribe(self, lambda _screen: self.show_notices())
         if self.console.color_system in ("standard", "windows"):
             # 16 colours: the accent colours fall on red, which reads as an error; reverse video
             # marks the cursor on every terminal
@@ -726,15 +731,26 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         if isinstance(home, ExperimentsScreen):
             home.apply_filter(re.escape(label))
 
-    def _refresh_notifications(self) -> None:
-        # Textual's hook for every notice raised, expired or cleared: the screen's line shows it
-        super()._refresh_notifications()
+    @on(Notify)
+    def _on_notify_shown(self, event: Notify) -> None:
+        # every notify() reaches the app as this message (Textual keeps its own copy for its toasts,
+        # which the stylesheet hides): the screen's line shows it
+        self.notices.add(event.notification)
+        self.show_notices()
+
+    def clear_notifications(self) -> None:
+        super().clear_notifications()
+        self.notices.clear()
+        self.show_notices()
+
+    def show_notices(self) -> None:
+        """The current screen's notice line shows the live notices (a line expires them itself)."""
         try:
             lines = list(self.screen.query(NoticeLine))
         except Exception:  # no screen yet, or one being torn down
             return
         for line in lines:
-            line.show(self._notifications)
+            line.show(self.notices)
 
     def action_show_log(self) -> None:
         from tui.screens.log import LogScreen

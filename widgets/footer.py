@@ -20,5 +20,9 @@ class KeyFooter(Footer):
     def on_mount(self) -> None:
         # every full screen has a notice line; a dialog's notices belong to the screen under it
         if not isinstance(self.screen, ModalScreen) and not self.screen.query(NoticeLine):
-            self.screen.mount(NoticeLine())
-            self.app.call_later(self.app._refresh_notifications)
+            line = NoticeLine()
+            self.screen.mount(line)
+            # the notices raised before this screen opened (the app's live collection, when it keeps one)
+            notices = getattr(self.app, "notices", None)
+            if notices is not None:
+                self.app.call_later(line.show, notices)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from rich.text import Text
 from textual.notifications import Notification
+from textual.timer import Timer
 from textual.widgets import Static
 
 STYLES = {"error": "bold red", "warning": "bold yellow", "information": ""}
@@ -23,7 +24,17 @@ class NoticeLine(Static):
     }
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._notices: Iterable[Notification] = ()
+        self._expiry: Timer | None = None
+
     def show(self, notifications: Iterable[Notification]) -> None:
+        """Show the newest of `notifications` (a live collection: read again when that one expires)."""
+        self._notices = notifications
+        if self._expiry is not None:
+            self._expiry.stop()
+            self._expiry = None
         live = [n for n in notifications if not n.has_expired]
         self.display = bool(live)
         if not live:
@@ -38,4 +49,4 @@ class NoticeLine(Static):
         text.truncate(max(1, (self.size.width or self.app.size.width) - 2), overflow="ellipsis")
         self.update(text)
         # gone when it expires
-        self.set_timer(max(0.1, n.time_left), lambda: self.show(self.app._notifications))
+        self._expiry = self.set_timer(max(0.1, n.time_left), lambda: self.show(self._notices))

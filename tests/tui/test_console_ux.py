@@ -104,7 +104,7 @@ async def test_a_warning_toasts_once_and_stays_in_the_log(
         await settle(pilot)
         app.refresh_sources()
         await settle(pilot)
-        toasts = [n for n in app._notifications if "rule d" in n.message]
+        toasts = [n for n in app.notices if "rule d" in n.message]
         assert len(toasts) == 1 and len(toasts[0].message) < 100
         assert any("rule d" in e.message for e in app.event_log)
 

@@ -176,3 +176,24 @@ async def test_every_verdict_word_shows_whole_with_a_gap(size: tuple[int, int], 
                 assert re.search(rf" {word}  +(\d+[smhd]|stale)\s*$", text, re.MULTILINE), (word, text)
             # the id column still says benchmark, model and date at 80 columns
             assert "tb2 SERA-14B 11-19" in text, text
+
+
+async def test_a_notice_raised_on_another_screen_shows_on_the_way_back(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    app = make_demo_app(shared_demo(tmp_path_factory), tmp_path)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot)
+        app.clear_notifications()
+        await pilot.press("question_mark")  # the help dialog: it has no notice line of its own
+        await settle(pilot, 2)
+        app.notify("raised while help was open", timeout=30)
+        await settle(pilot, 2)
+        await pilot.press("escape")
+        await settle(pilot, 2)
+        assert isinstance(app.screen, ExperimentsScreen)
+        assert "raised while help was open" in screen_text(app)
+        line = app.screen.query_one(NoticeLine)
+        assert not line.region.overlaps(app.screen.query_one(DataTable).region)
+        app.clear_notifications()
+        await settle(pilot, 2)
+        assert not line.display and "raised while help" not in screen_text(app)
