@@ -133,6 +133,10 @@ def _reason(err: object) -> str:
     return str(getattr(err, "message", None) or (err if err is not None else "cancelled"))
 
 
+# the sources are read by then even if the last read's rows have not reached the screen
+FIRST_READ_LATEST_S = 1.0
+
+
 class EvaldeskApp(RecoveryFlow, App[int]):
     TITLE = "evaldesk"
     CSS_PATH = str(Path(__file__).parent / "app.tcss")  # absolute: subclasses live elsewhere
@@ -173,6 +177,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         # rows shown from the last read (tui/last_read.py) until their source answers: key → read at
         self.cached_at: dict[str, datetime] = {}
         self.audits: dict[str, AuditReport] = {}
+        self._first_read_started = False  # the sources' first read, after the last read's rows
         # the notices raised and not yet expired or cleared, which each screen's notice line shows
         self.notices = Notifications()
         self._experiments: dict[str, Experiment] = {}
@@ -309,9 +314,16 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.push_screen(ExperimentsScreen())
         for err in self._startup_errors:
             self.record("error", "source", err)
+        # the sources are read once the last read's rows are on screen (or there are none): their
+        # reading threads would otherwise hold the GIL while that first frame is drawn
+        self.set_timer(FIRST_READ_LATEST_S, self._start_first_read)
         self.run_worker(self._open_last_read, thread=True, name="last read", exit_on_error=False)
-        self.refresh_sources()
         self.look_for_pending()
+
+    def _start_first_read(self) -> None:
+        if not self._first_read_started:
+            self._first_read_started = True
+            self.refresh_sources()
 
     # ---- polling: each source on its own interval, re-armed after each scan ends ------------
 
@@ -461,9 +473,14 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         """The rows of the last read, in a thread; shown unless the source answered first."""
         from tui import last_read
 
-        kept = last_read.load([s.label for s in self.sources])
-        if kept:
-            self.call_from_thread(self._show_last_read, kept)
+        kept: dict[str, tuple[datetime, list[Experiment], dict[str, AuditReport]]] = {}
+        try:
+            kept = last_read.load([s.label for s in self.sources])
+        finally:
+            if kept:
+                self.call_from_thread(self._show_last_read, kept)
+            else:  # nothing kept, or unreadable: the sources are read at once
+                self.call_from_thread(self._start_first_read)
 
     def _show_last_read(self, kept: dict[str, tuple[datetime, list[Experiment], dict[str, AuditReport]]]) -> None:
         for label, (at, exps, audits) in kept.items():
@@ -477,6 +494,8 @@ class EvaldeskApp(RecoveryFlow, App[int]):
                     self.audits[key] = audits[key]
         for screen in self.screen_stack:
             screen.post_message(SnapshotUpdated(Snapshot(source="last read", taken_at=self.now())))
+        # once the screen has handled those rows and drawn them, the sources are read afresh
+        self.screen.call_later(self.screen.call_after_refresh, self._start_first_read)
 
     def _keep_last_read(self, label: str, snap: Snapshot) -> None:
         from tui import last_read

@@ -379,7 +379,8 @@ class ExperimentsScreen(Screen[None]):
 
     def scan_progress(self) -> None:
         """The app saw a source's scan move on: the progress lines follow."""
-        self._update_status()
+        if self.query("#status"):  # not yet composed: its mount draws the status line anyway
+            self._update_status()
 
     def _update_detail(self) -> None:
         key = self.selected_key()
