@@ -1,7 +1,8 @@
 """GCS through google-cloud-storage (JSON API over HTTP). Credentials are the library's own
 (Application Default Credentials); `STORAGE_EMULATOR_HOST` is honoured by the library, and an
 `endpoint` from the config reaches any GCS-compatible store. Every write carries
-`ifGenerationMatch`: 0 when the object must not exist, else the generation it replaces."""
+`ifGenerationMatch`: 0 when the object must not exist, else the generation it replaces; a
+copy is a rewrite (as many calls as the service asks for), so no object is too large to move."""
 
 from __future__ import annotations
 
@@ -100,15 +101,23 @@ class GCSBucket(Bucket):
         return _obj(blob)
 
     def copy(self, src: Obj, dst: str) -> Obj:
-        self.counted()
+        # a rewrite, not objects.copy: the service may answer a large object (or one in another
+        # storage class) in several calls, each returning a token for the next; every call
+        # carries the same preconditions
+        blob, source = self.bucket.blob(dst), self.bucket.blob(src.key)
+        token: str | None = None
         try:
-            new = self.bucket.copy_blob(self.bucket.blob(src.key), self.bucket, dst, if_generation_match=0,
-                                        if_source_generation_match=int(src.version))
+            while True:
+                self.counted()
+                token, _, _ = blob.rewrite(source, token=token, if_generation_match=0,
+                                           if_source_generation_match=int(src.version))
+                if token is None:
+                    break
         except gexc.PreconditionFailed:
             raise Conflict(dst, f"{dst} exists, or {src.key} changed since it was listed") from None
         except gexc.NotFound:
             raise FileNotFoundError(src.key) from None
-        return _obj(new)
+        return _obj(blob)
 
     def delete(self, obj: Obj) -> None:
         self.counted()

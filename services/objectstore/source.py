@@ -35,6 +35,7 @@ class StoreSource:
         self.url = f"{bucket.url}/{self.prefix}" if self.prefix else bucket.url
         self.label = label or self.url
         self.root = f"/{bucket.name}/{self.prefix}".rstrip("/")
+        self.store = bucket.url  # what a plan and its record name the bucket by (gs://name)
         self.policy = policy or Policy()
         self.commands = commands
         self.status = status

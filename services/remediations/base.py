@@ -103,6 +103,11 @@ def _names(names: list[str]) -> str:
     return shown + (f" and {len(names) - MAX_NAMES_SHOWN} more" if len(names) > MAX_NAMES_SHOWN else "")
 
 
+def _store_of(plan: Plan) -> dict[str, Any]:
+    """The bucket a target lives in, for the index entry (a record id reopens it)."""
+    return {"store": plan.store} if plan.store else {}
+
+
 def quarantine_job(record_dir: str | None) -> str | None:
     """The job dir whose quarantine holds `record_dir`, or None for a record kept locally.
 
@@ -158,7 +163,7 @@ class WritePath:
 
     def _location(self, plan: Plan) -> dict[str, Any]:
         return {"record_dir": plan.record_dir or self._local_dir(plan.id), "host": plan.host,
-                "on_target": bool(plan.record_dir)}
+                "on_target": bool(plan.record_dir), **_store_of(plan)}
 
     def _index(self, record: Record) -> None:
         self.index.put(record, self._location(record.plan))
@@ -605,12 +610,26 @@ class WritePath:
             own = {posixpath.basename(s.src) for s in record.plan.steps
                    if isinstance(s, MoveStep) and posixpath.dirname(s.src) == d}
             new = sorted(set(now) - set(then) - own)
+            new = [n for n in new if not await self._holds_only_own(record, ctx, posixpath.join(d, n))]
             if new:
                 where = posixpath.relpath(d, record.target) if d != record.target else posixpath.basename(d)
                 out.append(f"{len(new)} new entr{'y' if len(new) == 1 else 'ies'} in {where} since the "
                            f"{record.action}: {_names(new)} — undoing would put back files written before "
                            f"{'it' if len(new) == 1 else 'they'} existed")
         return out
+
+    async def _holds_only_own(self, record: Record, ctx: StepContext, folder: str) -> bool:
+        """Whether `folder` holds nothing but what the record's moves put back: in an object
+        store a folder of staged copies is gone once they are moved (a prefix is there only
+        while it has objects), and comes back with the first of them."""
+        moved = {posixpath.basename(s.src) for s in record.plan.steps
+                 if isinstance(s, MoveStep) and posixpath.dirname(s.src) == folder}
+        if not moved:
+            return False
+        try:
+            return {n for n in await ctx.fs.list_dir(folder) if not _own(n)} <= moved
+        except OSError:
+            return False
 
     async def _sweep(self, record: Record, ctx: StepContext) -> None:
         """Remove the temporary files an interrupted run left beside what the plan writes."""
@@ -657,7 +676,8 @@ class WritePath:
                 continue
             (local / name).write_bytes(data)
             await fs.remove_file(path)
-        self.index.put(record, {"record_dir": str(local), "host": record.host, "on_target": False})
+        self.index.put(record, {"record_dir": str(local), "host": record.host, "on_target": False,
+                                **_store_of(record.plan)})
         await _remove_own_tree(fs, store.dir)
         parent = posixpath.dirname(store.dir)
         if posixpath.basename(parent) == QUARANTINE_DIR:

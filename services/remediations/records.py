@@ -83,6 +83,8 @@ class Plan(BaseModel):
     title: str
     target: str = Field(description="the job dir, or what the write touches, for people")
     host: str | None = Field(None, description="the SSH host the target lives on; None: here")
+    store: str | None = Field(None, description=(
+        "the bucket the target lives in (gs://name, s3://name), its paths being /<name>/<key>; None: a filesystem"))
     experiment: str | None = Field(None, description="the experiment key (source label::id)")
     input_hash: str = Field(description="digest of everything the planner read")
     steps: list[Step] = Field(default_factory=list)

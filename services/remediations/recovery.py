@@ -39,6 +39,7 @@ class Pending(BaseModel):
     action: str
     target: str
     host: str | None = None
+    store: str | None = Field(None, description="the bucket the target lives in (gs://name, s3://name)")
     status: str
     n_done: int
     n_steps: int
@@ -51,7 +52,7 @@ class Pending(BaseModel):
 
     @property
     def where(self) -> str:
-        return self.host or "this machine"
+        return self.host or self.store or "this machine"
 
     def progress(self) -> str:
         return f"{self.n_done} of {self.n_steps} step{'s' if self.n_steps != 1 else ''} done"
@@ -90,15 +91,17 @@ class Pending(BaseModel):
     @classmethod
     def of(cls, record: Record) -> Pending:
         return cls(id=record.id, action=record.action, target=record.target, host=record.host,
-                   status=record.status, n_done=record.n_done, n_steps=len(record.plan.steps),
+                   store=record.plan.store, status=record.status, n_done=record.n_done, n_steps=len(record.plan.steps),
                    created_at=record.created_at, user=record.user, machine=record.machine, pid=record.pid,
                    error=record.error, command=_started_command(record))
 
     @classmethod
     def of_entry(cls, entry: dict[str, Any]) -> Pending:
         created = entry.get("created_at")
+        loc = entry.get("location") or {}
         return cls(id=str(entry.get("id")), action=str(entry.get("action")), target=str(entry.get("target")),
-                   host=entry.get("host"), status=str(entry.get("status")), n_done=int(entry.get("n_done") or 0),
+                   host=entry.get("host"), store=loc.get("store") if isinstance(loc, dict) else None,
+                   status=str(entry.get("status")), n_done=int(entry.get("n_done") or 0),
                    n_steps=int(entry.get("n_steps") or 0),
                    created_at=datetime.fromisoformat(created) if isinstance(created, str) else None)
 
@@ -130,12 +133,13 @@ async def in_progress(fs: JobFS, record: Record) -> bool:
 async def from_index(index: RecordIndex) -> list[Pending]:
     """Unfinished records in this machine's index. A record kept on this machine's disk is
     read to confirm (a crash between its last mark and the index update leaves the index
-    behind; the index is brought up to date); one on a remote host is taken as the index says."""
+    behind; the index is brought up to date); one on a remote host or in a bucket is taken as
+    the index says."""
     out = []
     for entry in index.unfinished():
         loc = entry.get("location") or {}
         where = loc.get("record_dir")
-        if entry.get("host") is None and where:
+        if entry.get("host") is None and not loc.get("store") and where:
             try:
                 record = await RecordStore(LocalFS(), str(where)).load()
             except FileNotFoundError:
@@ -198,16 +202,21 @@ def merge(*groups: Iterable[Pending]) -> list[Pending]:
     return sorted(seen.values(), key=lambda p: (p.created_at or datetime.min.replace(tzinfo=UTC), p.id))
 
 
-def target_spec(target: str, host: str | None) -> str:
-    """The SOURCE that opens a record's target: its path here, or an ssh:// URL on its host."""
+def target_spec(target: str, host: str | None, store: str | None = None) -> str:
+    """The SOURCE that opens a record's target: its path here, an ssh:// URL on its host, or
+    the URL of its object in a bucket (`/<name>/<key>` in gs://name is gs://name/<key>)."""
+    if store:
+        name = store.partition("://")[2]
+        key = target[len(name) + 2:] if target.startswith(f"/{name}/") else ""
+        return f"{store}/{key}" if key else store
     return f"ssh://{host}{target}" if host else target
 
 
 async def locate(write_path: WritePath, spec: str, config: Config, *,
                  want: frozenset[str] = UNDOABLE) -> tuple[Source, Record | None, str]:
     """The source, record and job dir that `undo SPEC` / `finish SPEC` act on. SPEC is a
-    record id (or a unique prefix of one) this machine knows, or a job dir (local path or
-    ssh:// URL) whose newest record with a status in `want` is taken (None: there is none).
+    record id (or a unique prefix of one) this machine knows, or a job dir (local path, ssh://,
+    gs:// or s3:// URL) whose newest record with a status in `want` is taken (None: there is none).
 
     A record named by id is returned whatever its status; the caller checks it.
     Raises SourceUnavailable when the target cannot be opened, WriteRefused when SPEC names
@@ -224,7 +233,7 @@ async def locate(write_path: WritePath, spec: str, config: Config, *,
         target = str(entry.get("target"))
         if job is None and not (os.path.isabs(target) or entry.get("host")):
             raise WriteRefused(f"record {entry['id']} changed {target}, which evaldesk cannot open from here")
-        source = open_source(target_spec(job or target, entry.get("host")), config)
+        source = open_source(target_spec(job or target, entry.get("host"), loc.get("store")), config)
         if not loc.get("on_target"):
             record = await RecordStore(LocalFS(), str(loc.get("record_dir"))).load()
             return source, record, job or target

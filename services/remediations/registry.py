@@ -81,8 +81,14 @@ async def plan(action: str, exp: Experiment, source: Source, config: Config, now
     """The dry run of `action`; `options` narrow what it does (a resume's exception types or
     trials) and travel in the plan, so the re-plan under the lock asks the same."""
     if options:
-        return await remediation(action).plan_for(exp, source, config, now, **options)  # type: ignore[call-arg]
-    return await remediation(action).plan_for(exp, source, config, now)
+        made = await remediation(action).plan_for(exp, source, config, now, **options)  # type: ignore[call-arg]
+    else:
+        made = await remediation(action).plan_for(exp, source, config, now)
+    # a target in a bucket: its record id then reopens that bucket, not a local path of that name
+    store = getattr(source, "store", None)
+    if made.store is None and isinstance(store, str):
+        made.store = store
+    return made
 
 
 async def apply(action: str, plan_: Plan, exp_id: str, source: Source, config: Config, write_path: WritePath,

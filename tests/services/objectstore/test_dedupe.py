@@ -233,3 +233,47 @@ async def test_a_move_back_cut_short_after_its_commit_counts_the_trial_once(stor
     await fs.mkdir_exclusive(f"{record.plan.lock_dir}/.evaldesk-lock")
     assert not [k for k in store.objects(PREFIX) if k.endswith((INCOMING, MOVED))]
     assert not store.bucket.objects(q + "/") and store.bucket.objects(j + "/")
+
+
+async def test_an_object_over_the_single_copy_limit_is_copied_in_parts(s3_store: Emulator, tmp_path: Path) -> None:
+    """S3's CopyObject copies at most 5 GiB; a larger object is copied in parts (UploadPartCopy
+    naming the source's ETag, CompleteMultipartUpload only if the destination is absent). The
+    limit is the bucket's setting: lowered here so an 11 MiB artifact takes that path."""
+    from services.objectstore.s3 import S3Bucket
+    from services.objectstore.store import ABSENT
+
+    store = s3_store
+    d = duplicated_job(tmp_path / "local").write()
+    store.upload(d.parent, PREFIX)
+    bucket = S3Bucket(store.bucket_name, copy_max=8 << 20, part_size=5 << 20)
+    src = StoreSource(bucket, PREFIX, cache=False)
+    from services.remediations.dedupe import plan_dedupe
+
+    surplus = plan_dedupe(_exp(src)).remove[0]
+    key = f"{PREFIX}/{JOB}/{surplus}/agent/trajectory.bin"
+    big = bytes(range(256)) * (11 << 12)  # 11 MiB: three parts
+    store.bucket.client.put_object(Bucket=store.bucket_name, Key=key, Body=big, ContentType="application/x-traj",
+                                   Metadata={"written-by": "harbor"})
+    before = store.objects(PREFIX)
+    record = await _apply(src, tmp_path)
+    moved = key.replace(f"{JOB}/", f"{JOB}/.evaldesk-quarantine/{record.id}/trials/", 1)
+    after = store.objects(PREFIX)
+    assert key not in after and after[moved] == big
+    head = store.bucket.client.head_object(Bucket=store.bucket_name, Key=moved)
+    assert head["ETag"].strip('"').endswith("-3")  # made of three copied parts
+    assert head["ContentType"] == "application/x-traj" and head["Metadata"] == {"written-by": "harbor"}
+    await WritePath(Journal(tmp_path / "journal.jsonl")).undo(record, registry.context("dedupe", src, Config()))
+    assert store.objects(PREFIX) == before
+
+    # the same preconditions as one copy: a destination that exists is never overwritten, a
+    # source rewritten since it was listed is refused, and no part is left behind
+    [obj] = [o for o in bucket.objects(key) if o.key == key]
+    taken = bucket.put(f"{PREFIX}/elsewhere.bin", b"theirs", ABSENT)
+    with pytest.raises(Conflict):
+        bucket.copy(obj, taken.key)
+    assert store.objects(f"{PREFIX}/elsewhere.bin")[taken.key] == b"theirs"
+    store.bucket.put(key, big[::-1], None)
+    with pytest.raises(Conflict):
+        bucket.copy(obj, f"{PREFIX}/other.bin")
+    assert not store.objects(f"{PREFIX}/other.bin")
+    assert not store.bucket.client.list_multipart_uploads(Bucket=store.bucket_name).get("Uploads")
