@@ -138,7 +138,7 @@ class RecoveryFlow:
         opened = None
         try:
             if source is None:
-                opened = source = open_source(recovery.target_spec(p.target, p.host), app.config)
+                opened = source = open_source(recovery.target_spec(p.target, p.host, p.store), app.config)
             record = await _load(app, source, p)
             ctx = registry.context(record.action, source, app.config)
 
