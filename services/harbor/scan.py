@@ -93,7 +93,7 @@ class HarborScanner:
         self.ckeys: dict[str, int] = {}  # rel → config.json's key, for records built from it too
         self.volatile: set[str] = set()  # stat'ed every scan: running, odd, unreadable, racy
         self.racy: set[str] = set()  # read again on the next scan whatever their key
-        self._names: list[str] = []  # the job dir's listing at the last scan
+        self._entries: list[walk.Entry] = []  # the job dir's listing at the last scan
         self._folders: dict[str, set[str]] = {}  # non-trial folders → the staged trial dirs in them
         self._links: set[str] = set()
         self._recheck: set[str] = set()  # names to classify again on the next scan
@@ -167,11 +167,10 @@ class HarborScanner:
         """What a poll looks at: new and gone names, non-trial folders, links, and the running,
         racy and due trials; and the trial dirs that are gone."""
         added, gone = set[str](), set[str]()
-        names = [n for n, _ in entries]
-        if names != self._names:
-            now_names, before = set(names), set(self._names)
+        if entries is not self._entries and entries != self._entries:
+            now_names, before = {n for n, _ in entries}, {n for n, _ in self._entries}
             added, gone = now_names - before, before - now_names
-            self._names = names
+            self._entries = entries
         added |= self._recheck
         self._recheck = set()
         removed = [n for n in gone if n in self.keys]
@@ -180,7 +179,7 @@ class HarborScanner:
             self._links.discard(name)
         look = added | set(self._folders) | self._links
         was = {name: self._folders.get(name, set()) for name in look}
-        locs = self._locate([e for e in entries if e[0] in look], problems)
+        locs = self._locate(walk.named(entries, look), problems)
         now_rels = {loc.rel for loc in locs}
         for name in look:
             removed += [r for r in was[name] if r not in now_rels]
@@ -215,7 +214,7 @@ class HarborScanner:
         if not listed:
             problems.append(f"cannot list {self.job_dir}: {listing}")
         if full:
-            self._names, self._folders, self._links = [n for n, _ in entries], {}, set()
+            self._entries, self._folders, self._links = entries, {}, set()
             locs, gone = self._locate(entries, problems), list[str]()
         else:
             locs, gone = self._changes(entries, now_mono, problems) if listed else ([], [])

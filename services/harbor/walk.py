@@ -15,6 +15,7 @@ read is not settled, so it is read again and never kept across processes. Sentin
 """
 
 import base64
+import bisect
 import errno
 import hashlib
 import json
@@ -144,13 +145,25 @@ class LocalFS(object):
     def __init__(self, threads: int = 0) -> None:
         self.threads = threads
         self.reads = 0
+        self._listed = {}  # type: Dict[str, Tuple[Tuple[int, int, int], List[Entry]]]
 
     def list(self, paths: Sequence[str]) -> List[Listing]:
+        """Each dir's sorted entries. A dir whose mtime, ctime and inode are those of a listing
+        taken when they were settled (RACY_S) has the same entries: that listing is the answer."""
         out = []  # type: List[Listing]
         for path in paths:
             try:
+                st = os.stat(path)
+                dkey = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                kept = self._listed.get(path)
+                if kept is not None and kept[0] == dkey:
+                    out.append(kept[1])
+                    continue
                 with os.scandir(path) as it:
-                    out.append(sorted((e.name, _kind(e)) for e in it))
+                    entries = sorted((e.name, _kind(e)) for e in it)
+                out.append(entries)
+                if max(dkey[0], dkey[1]) / 1e9 < self.now() - RACY_S:
+                    self._listed[path] = (dkey, entries)
             except OSError as exc:
                 out.append(exc.strerror or str(exc))
         return out
@@ -220,7 +233,7 @@ def read_files(fs: Any, paths: List[str]) -> List[Tuple[Key, Optional[bytes], Op
 def _says_job(fs: Any, path: str, entries: List[Entry]) -> Optional[bool]:
     # what the top-level keys of its result.json and config.json say: a job dir, a trial dir, or
     # nothing (None)
-    names = [n for n, kind in entries if n in ("result.json", "config.json") and kind in ("file", "link")]
+    names = [n for n, kind in named(entries, ("config.json", "result.json")) if kind in ("file", "link")]
     keys = set()  # type: Set[str]
     for _, data, _ in read_files(fs, [_join(path, n) for n in names]):
         keys |= _top_keys(data)
@@ -353,9 +366,19 @@ def read_trials(fs: Any, job: str, locs: Sequence[Loc]) -> List[Tuple[Read, Read
     return [(results.get(i, none), configs.get(i, none)) for i in range(len(locs))]
 
 
+def named(entries: List[Entry], names: Any) -> List[Entry]:
+    """The entries of a sorted listing that have the given names, in name order."""
+    out = []  # type: List[Entry]
+    for name in sorted(names):
+        i = bisect.bisect_left(entries, (name,))
+        if i < len(entries) and entries[i][0] == name:
+            out.append(entries[i])
+    return out
+
+
 def job_file_names(fs: Any, job: str, entries: List[Entry]) -> List[str]:
     """The job's own files that are there (JOB_FILES, and an eval config under configs/)."""
-    kinds = dict(entries)
+    kinds = dict(named(entries, (*JOB_FILES, "configs")))
     names = [n for n in JOB_FILES if n in kinds]
     if "eval_config.json" not in names and kinds.get("configs") == "dir":
         listing = fs.list([_join(job, "configs")])[0]

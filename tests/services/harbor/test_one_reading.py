@@ -265,3 +265,22 @@ async def test_every_reading_of_a_run_is_the_oracles(ssh_server: InProcessSSHSer
         await sftp.close()
         await pool.close()
         await warm.close()
+
+
+def test_a_settled_dir_is_listed_afresh_whenever_its_entries_change(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(walk, "RACY_S", RACY_S)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    fs = _Later()
+    first = fs.list([str(tmp_path)])[0]
+    assert first == [("a", "dir"), ("b", "dir")] and fs.list([str(tmp_path)])[0] is first  # kept while unchanged
+    (tmp_path / "c").mkdir()
+    assert fs.list([str(tmp_path)])[0] == [("a", "dir"), ("b", "dir"), ("c", "dir")]
+    (tmp_path / "c").rename(tmp_path / "d")
+    (tmp_path / "b").rmdir()
+    (tmp_path / "b").write_text("{}")
+    assert fs.list([str(tmp_path)])[0] == [("a", "dir"), ("b", "file"), ("d", "dir")]
+    # a dir that changed within the racy window is never kept: it could change again in the same tick
+    now = walk.LocalFS()
+    assert now.list([str(tmp_path)])[0] is not now.list([str(tmp_path)])[0]
