@@ -141,11 +141,11 @@ class LocalFS(object):
     on the interpreter."""
 
     READ_CHUNK, COLD_READ_S = 256, 60e-6  # (a read slower than COLD_READ_S came from the device)
+    _listed = {}  # type: Dict[str, Tuple[Tuple[int, int, int], List[Entry]]]  # (one per process: finding a job lists it too)
 
     def __init__(self, threads: int = 0) -> None:
         self.threads = threads
         self.reads = 0
-        self._listed = {}  # type: Dict[str, Tuple[Tuple[int, int, int], List[Entry]]]
 
     def list(self, paths: Sequence[str]) -> List[Listing]:
         """Each dir's sorted entries. A dir whose mtime, ctime and inode are those of a listing

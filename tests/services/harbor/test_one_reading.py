@@ -270,6 +270,7 @@ async def test_every_reading_of_a_run_is_the_oracles(ssh_server: InProcessSSHSer
 def test_a_settled_dir_is_listed_afresh_whenever_its_entries_change(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(walk, "RACY_S", RACY_S)
+    monkeypatch.setattr(walk.LocalFS, "_listed", {})
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     fs = _Later()
@@ -282,5 +283,6 @@ def test_a_settled_dir_is_listed_afresh_whenever_its_entries_change(tmp_path: Pa
     (tmp_path / "b").write_text("{}")
     assert fs.list([str(tmp_path)])[0] == [("a", "dir"), ("b", "file"), ("d", "dir")]
     # a dir that changed within the racy window is never kept: it could change again in the same tick
+    monkeypatch.setattr(walk.LocalFS, "_listed", {})
     now = walk.LocalFS()
     assert now.list([str(tmp_path)])[0] is not now.list([str(tmp_path)])[0]
