@@ -13,7 +13,7 @@ baseline and evaldesk alike; the ratio is what is compared with its target.
   on the same files.
 - colddisk (root only, not in the default run): the same on a 100k-trial job with the page cache
   dropped before each run (`sync; echo 3 > /proc/sys/vm/drop_caches`), as GPFS and NFS always
-  are; and the scan alone with and without its read threads, which is what they buy.
+  are.
 - poll: one console poll (scan + audit + running-log probe + monitor feed) of a running
   100k-trial job after 10 of its running trials finished since the last poll.
 - remote: round trips and bytes of an unchanged refresh of 100k trials over SSH (an asyncssh server
@@ -118,15 +118,6 @@ def bench_audit(base: Path, repeat: int) -> None:
         "<= 0.4x the loop", wa / lo <= 0.4)
 
 
-SCAN_ONLY = """
-import sys, time
-from services.harbor.source import HarborSource
-t = time.perf_counter()
-snap = HarborSource(sys.argv[1], cache=False, read_threads=int(sys.argv[2])).scan_sync()
-print(time.perf_counter() - t, snap.experiments[0].counts.total)
-"""
-
-
 def _drop_caches() -> None:
     os.sync()
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
@@ -140,7 +131,7 @@ def bench_colddisk(base: Path, repeat: int) -> None:
     loop = base / "runbook_loop.py"
     loop.write_text(LOOP)
     evaldesk = [sys.executable, "-m", "tui.cli", "--batch", "audit", str(job), "--format", "json"]
-    loops, firsts, serial, threaded = [], [], [], []
+    loops, firsts = [], []
     for _ in range(max(1, repeat // 2)):
         cache = tempfile.mkdtemp(prefix="evaldesk-cache-", dir=base)
         env = _env(XDG_CACHE_HOME=cache)
@@ -149,19 +140,12 @@ def bench_colddisk(base: Path, repeat: int) -> None:
         _drop_caches()
         firsts.append(_timed(evaldesk, env))
         shutil.rmtree(cache, ignore_errors=True)
-        for threads, into in ((0, serial), (16, threaded)):
-            _drop_caches()
-            out = subprocess.run([sys.executable, "-c", SCAN_ONLY, str(job), str(threads)], env=env,
-                                 capture_output=True, text=True, check=True)
-            into.append(float(out.stdout.split()[0]))
-    lo, fi, se, th = (statistics.median(x) for x in (loops, firsts, serial, threaded))
+    lo, fi = (statistics.median(x) for x in (loops, firsts))
     print(f"  100k trials, page cache dropped before each, medians of {len(loops)}: json.load loop {lo:.1f} s, "
-          f"evaldesk first run {fi:.1f} s; the scan alone: one thread {se:.1f} s, 16 read threads {th:.1f} s",
+          f"evaldesk first run {fi:.1f} s",
           flush=True)
     row("--batch audit, 100k trials, first read, cold disk", f"{fi / lo:.2f}x the loop ({fi:.1f} s)",
         "<= 0.3x the json.load loop", fi / lo <= 0.3)
-    row("  what the read threads buy: the scan alone, cold disk", f"{th:.1f} s with, {se:.1f} s without",
-        "(kept only if it buys a wait)", None)
 
 
 def bench_poll(base: Path, repeat: int) -> None:

@@ -18,8 +18,6 @@ from services.harbor.scan import DEFAULT_VERIFY_WINDOW_S, HarborScanner
 from services.transport.fs import JobFS, LocalFS
 from services.transport.process import LocalRunner, Runner
 
-READ_THREADS = 16  # a cold disk (GPFS, NFS, a dropped page cache) answers many reads in flight at once
-
 
 def scan_roots(fs: Any, roots: list[str], scanners: dict[str, HarborScanner], make: Any, label: str,
                progress: ProgressFn, host: str = "") -> tuple[list[Experiment], list[SourceError], dict[str, Any]]:
@@ -72,15 +70,14 @@ class HarborSource:
     kind = "harbor"
 
     def __init__(self, root: str | Path, policy: Policy | None = None, label: str | None = None, *,
-                 cache: bool | ParseCache = True, verify_window_s: float = DEFAULT_VERIFY_WINDOW_S,
-                 read_threads: int = READ_THREADS) -> None:
+                 cache: bool | ParseCache = True, verify_window_s: float = DEFAULT_VERIFY_WINDOW_S) -> None:
         self.root = os.path.abspath(os.path.expanduser(str(root)))
         self.policy = policy or Policy()
         self.label = label or self.root
         self.verify_window_s = verify_window_s
         self.cache: ParseCache | None = (cache if isinstance(cache, ParseCache)
                                          else ParseCache(self.root) if cache else None)
-        self.walk_fs = walk.LocalFS(threads=read_threads)
+        self.walk_fs = walk.LocalFS()
         self._scanners: dict[str, HarborScanner] = {}
         self._present: set[str] | None = None  # the job dirs the last scan found
         self._fs = LocalFS()

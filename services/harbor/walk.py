@@ -25,7 +25,6 @@ import stat
 import sys
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 QUARANTINE_DIR = ".evaldesk-quarantine"
@@ -136,16 +135,9 @@ def read_local(path: str) -> Read:
 
 
 class LocalFS(object):
-    """The walk's view of this machine's disk. `threads` > 1 reads big batches with that many
-    threads: on a cold disk (GPFS, NFS, a dropped page cache) the reads wait on the device, not
-    on the interpreter."""
+    """The walk's view of this machine's disk."""
 
-    READ_CHUNK, COLD_READ_S = 256, 60e-6  # (a read slower than COLD_READ_S came from the device)
     _listed = {}  # type: Dict[str, Tuple[Tuple[int, int, int], List[Entry]]]  # (one per process: finding a job lists it too)
-
-    def __init__(self, threads: int = 0) -> None:
-        self.threads = threads
-        self.reads = 0
 
     def list(self, paths: Sequence[str]) -> List[Listing]:
         """Each dir's sorted entries. A dir whose mtime, ctime and inode are those of a listing
@@ -184,19 +176,7 @@ class LocalFS(object):
         return out
 
     def read(self, paths: Sequence[str]) -> List[Read]:
-        self.reads += len(paths)
-        if self.threads <= 1 or len(paths) < 2 * self.READ_CHUNK:
-            return [read_local(p) for p in paths]
-        # threads only where the first chunk shows a cold disk: warm reads would just pass the GIL around
-        began = time.monotonic()
-        out = [read_local(p) for p in paths[:self.READ_CHUNK]]  # type: List[Read]
-        if time.monotonic() - began < self.READ_CHUNK * self.COLD_READ_S:
-            return out + [read_local(p) for p in paths[self.READ_CHUNK:]]
-        chunks = [paths[i: i + self.READ_CHUNK] for i in range(self.READ_CHUNK, len(paths), self.READ_CHUNK)]
-        with ThreadPoolExecutor(self.threads) as pool:
-            for part in pool.map(lambda ps: [read_local(p) for p in ps], chunks, timeout=600):
-                out.extend(part)
-        return out
+        return [read_local(p) for p in paths]
 
     def realpath(self, path: str) -> str:
         return os.path.realpath(path)

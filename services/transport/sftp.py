@@ -256,7 +256,6 @@ class SFTPWalkFS:
         self.sftp, self.loop, self.timeout_s, self.max_bytes = sftp, loop, timeout_s, max_bytes
         self._sem = asyncio.Semaphore(concurrency)
         self.requests = 0
-        self.reads = 0
 
     def _run(self, make: Callable[[asyncssh.SFTPClient, str], Awaitable[_T]], paths: Sequence[str]) -> _Many[_T]:
         async def every() -> _Many[_T]:
@@ -319,7 +318,6 @@ class SFTPWalkFS:
                 return None, f"{name} is larger than {cap >> 20} MiB"
             return (data if isinstance(data, bytes) else data.encode()), None
 
-        self.reads += len(paths)
         return self._run(one, paths)
 
     def realpath(self, path: str) -> str:
