@@ -46,9 +46,9 @@ async def test_the_list_opens_from_the_last_read_then_fills_in(tmp_path: Path,
     slow = SlowSource(jobs, config.policy, label="demo")
     again = EvaldeskApp([slow], config, False, now=FIXED_NOW, poll=False, cursor_blink=False)
     async with again.run_test(size=(80, 24)) as pilot:
-        for _ in range(20):
+        for _ in range(200):  # (the source holds its answer back: waiting longer never passes it)
             await pilot.pause(0.05)
-            if again.experiments():
+            if again.experiments() and "from the last read" in screen_text(again):
                 break
         home = again.screen
         assert isinstance(home, ExperimentsScreen)
