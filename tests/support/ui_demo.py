@@ -81,6 +81,15 @@ async def settle(pilot: object, rounds: int = 6) -> None:
         await pilot.pause()  # type: ignore[attr-defined]
 
 
+async def wait_for(pilot: object, cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Pause until `cond()` holds; fail the test if it does not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+
+
 _shared_full: Path | None = None
 ROCK_KEY = "demo/rock::exp-7f3a9c21"
 OPENTHINKER_KEY = "demo::terminal_bench_2_laion-OpenThinker-Agent-8B_2026-11-19__12-00-00"

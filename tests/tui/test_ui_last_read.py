@@ -13,7 +13,7 @@ from services.core.config import Config
 from services.core.models import Snapshot
 from services.core.source import ProgressFn
 from services.harbor.source import HarborSource
-from tests.support.ui_demo import FIXED_NOW, make_demo_app, settle, shared_demo, use_utc
+from tests.support.ui_demo import FIXED_NOW, make_demo_app, settle, shared_demo, use_utc, wait_for
 from tests.tui.test_ui_layout import screen_text
 from tui.app import EvaldeskApp
 from tui.screens.experiments import ExperimentsScreen
@@ -46,10 +46,9 @@ async def test_the_list_opens_from_the_last_read_then_fills_in(tmp_path: Path,
     slow = SlowSource(jobs, config.policy, label="demo")
     again = EvaldeskApp([slow], config, False, now=FIXED_NOW, poll=False, cursor_blink=False)
     async with again.run_test(size=(80, 24)) as pilot:
-        for _ in range(200):  # (the source holds its answer back: waiting longer never passes it)
-            await pilot.pause(0.05)
-            if again.experiments() and "from the last read" in screen_text(again):
-                break
+        # (the source holds its answer back: however long this waits, the rows are the last read's)
+        await wait_for(pilot, lambda: bool(again.experiments()) and all(
+            part in screen_text(again) for part in ("◷ tb2 SERA-14B", "from the last read", "reading demo")))
         home = again.screen
         assert isinstance(home, ExperimentsScreen)
         assert sorted(e.id for e in again.experiments()) == fresh  # before the source answered

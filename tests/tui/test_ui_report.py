@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,15 @@ from tui.screens.report import ReportScreen
 from widgets.checklist import Checklist
 
 try:
-    from ui_demo import OPENTHINKER_KEY, make_demo_app, make_full_demo_app, settle, shared_demo, shared_full_demo
+    from ui_demo import (
+        OPENTHINKER_KEY,
+        make_demo_app,
+        make_full_demo_app,
+        settle,
+        shared_demo,
+        shared_full_demo,
+        wait_for,
+    )
 except ImportError:  # collected as a package
     from tests.support.ui_demo import (
         OPENTHINKER_KEY,
@@ -31,6 +37,7 @@ except ImportError:  # collected as a package
         settle,
         shared_demo,
         shared_full_demo,
+        wait_for,
     )
 
 SIZE = (120, 40)
@@ -50,14 +57,6 @@ def fake_opener(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPENED_LOG", str(log))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
     return log
-
-
-async def wait_for(pilot: Any, cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 async def select_row(pilot: Any, key: str) -> ExperimentsScreen:

@@ -3,8 +3,6 @@ log and the diagnosis, and the retry's dry run with the exact regression.py comm
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +16,19 @@ from widgets.checklist import Checklist
 from widgets.trial_table import VirtualTable
 
 try:
-    from ui_demo import ROCK_KEY, make_full_demo_app, settle, shared_full_demo, snapshot_full_demo
+    from ui_demo import ROCK_KEY, make_full_demo_app, settle, shared_full_demo, snapshot_full_demo, wait_for
 except ImportError:  # collected as a package
-    from tests.support.ui_demo import ROCK_KEY, make_full_demo_app, settle, shared_full_demo, snapshot_full_demo
+    from tests.support.ui_demo import (
+        ROCK_KEY,
+        make_full_demo_app,
+        settle,
+        shared_full_demo,
+        snapshot_full_demo,
+        wait_for,
+    )
 
 SIZE = (120, 40)
 COMMAND = "python3 regression.py retry exp-7f3a9c21 --from-config configs/exp-7f3a9c21.json --filter error"
-
-
-async def wait_for(pilot: Any, cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 async def open_rock_trials(pilot: Any) -> TrialsScreen:
