@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest import TempPathFactory
 from textual.pilot import Pilot
 
 from services.core.diagnosis import score_effect
-from tests.support.ui_demo import copy_job, make_demo_app, settle, shared_demo, wait_for
+from tests.support.ui_demo import copy_job, make_demo_app, settle, shared_demo
 from tui.screens.trials import TrialsScreen
 from widgets.log_tail import LogTail
 from widgets.trial_table import VirtualTable
@@ -19,6 +20,14 @@ from widgets.trial_table import VirtualTable
 SERA = "terminal_bench_2_laion-SERA-14B_2026-11-19__10-45-00"
 SWE = "swebench-verified-random-100_claude-sonnet-4-5_2026-11-20__16-00-00"
 QWEN = "terminal_bench_2_laion-Qwen3-32B-agentic_2026-11-19__09-15-00"
+
+
+async def wait_for(pilot: Pilot[object], cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
 
 
 async def open_trials(pilot: Pilot[object], job: str) -> TrialsScreen:
