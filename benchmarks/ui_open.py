@@ -90,7 +90,8 @@ class TimedApp(EvaldeskApp):
 
 async def open_once(root: Path, no_cache: bool) -> dict[str, float | int | None]:
     config = Config(journal_path=str(Path(tempfile.mkdtemp()) / "journal.jsonl"), scan_cache=not no_cache)
-    sources = [HarborSource(d, config.policy, label=d.name) for d in sorted(root.iterdir()) if d.is_dir()]
+    sources = [HarborSource(d, config.policy, label=d.name, cache=not no_cache)
+               for d in sorted(root.iterdir()) if d.is_dir()]
     app = TimedApp(sources, config, False, poll=False, cursor_blink=False)
     async with app.run_test(size=(120, 40)) as pilot:
         while len(app.answers) < len(sources):

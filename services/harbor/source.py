@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import weakref
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,29 @@ from services.harbor.evidence import TRIAL_FILES, read_evidence
 from services.harbor.scan import DEFAULT_VERIFY_WINDOW_S, HarborScanner
 from services.transport.fs import JobFS, LocalFS
 from services.transport.process import LocalRunner, Runner
+
+# How long a local scan waits for the one ahead of it before it goes anyway.
+QUEUE_WAIT_S = 30.0
+_QUEUES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+@contextlib.asynccontextmanager
+async def local_scan_turn() -> AsyncIterator[None]:
+    """One local scan at a time. Local scans are CPU-bound Python with a syscall every few
+    microseconds: side by side they pass the GIL back and forth and all finish later than one
+    after another would (benchmarks/ui_open.py). A scan stuck ahead (a hung NFS mount) holds
+    the others back QUEUE_WAIT_S at most."""
+    queue = _QUEUES.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+    try:
+        await asyncio.wait_for(queue.acquire(), QUEUE_WAIT_S)
+        held = True
+    except TimeoutError:
+        held = False
+    try:
+        yield
+    finally:
+        if held:
+            queue.release()
 
 
 def scan_roots(fs: Any, roots: list[str], scanners: dict[str, HarborScanner], make: Any, label: str,
@@ -115,7 +141,8 @@ class HarborSource:
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
 
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:
-        return await asyncio.to_thread(self.scan_sync, progress or no_progress)
+        async with local_scan_turn():
+            return await asyncio.to_thread(self.scan_sync, progress or no_progress)
 
     async def close(self) -> None:
         if self.cache is not None:

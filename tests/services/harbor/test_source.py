@@ -348,3 +348,62 @@ def test_trial_times_are_utc_aware(tmp_path: Path) -> None:
     exp = scan_one(job.write())
     assert exp.trials[0].started_at == T0.astimezone(UTC)
     assert exp.trials[0].duration_s == pytest.approx(300.0)
+
+
+# -- local sources take turns -------------------------------------------------------------
+
+async def test_local_sources_read_at_once_take_turns(tmp_path: Path) -> None:
+    import asyncio
+    import itertools
+    import threading
+    import time
+
+    from services.core.policy import Policy
+    from services.harbor.source import HarborSource
+
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    class Timed(HarborSource):
+        def scan_sync(self, progress=None):  # type: ignore[no-untyped-def]
+            began = time.monotonic()
+            try:
+                return super().scan_sync()
+            finally:
+                with lock:
+                    spans.append((began, time.monotonic()))
+
+    sources = [Timed(healthy_job(tmp_path / f"src{i}").write(), Policy(), cache=False) for i in range(4)]
+    snaps = await asyncio.gather(*(s.scan() for s in sources))
+    assert all(s.experiments for s in snaps)
+    spans.sort()
+    assert all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans)), spans
+
+
+async def test_a_stuck_local_scan_holds_the_others_back_only_so_long(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import threading
+
+    from services.core.policy import Policy
+    from services.harbor import source as harbor_source
+    from services.harbor.source import HarborSource
+
+    monkeypatch.setattr(harbor_source, "QUEUE_WAIT_S", 0.3)
+    release = threading.Event()
+
+    class Stuck(HarborSource):
+        def scan_sync(self, progress=None):  # type: ignore[no-untyped-def]
+            release.wait(10)  # as a hung NFS mount would
+            return super().scan_sync()
+
+    stuck = Stuck(healthy_job(tmp_path / "nfs").write(), Policy(), cache=False)
+    fine = HarborSource(healthy_job(tmp_path / "local").write(), Policy(), cache=False)
+    first = asyncio.ensure_future(stuck.scan())
+    await asyncio.sleep(0.05)
+    try:
+        snap = await asyncio.wait_for(fine.scan(), 5)
+        assert snap.experiments and not first.done()
+    finally:
+        release.set()
+    assert (await first).experiments
