@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from pytest import TempPathFactory
+from pytest import MonkeyPatch, TempPathFactory
 from textual.pilot import Pilot
 
 from services.core.diagnosis import score_effect
-from tests.support.ui_demo import copy_job, make_demo_app, settle, shared_demo
+from tests.support.ui_demo import copy_job, make_demo_app, settle, shared_demo, wait_for
 from tui.screens.trials import TrialsScreen
 from widgets.log_tail import LogTail
 from widgets.trial_table import VirtualTable
@@ -20,14 +19,6 @@ from widgets.trial_table import VirtualTable
 SERA = "terminal_bench_2_laion-SERA-14B_2026-11-19__10-45-00"
 SWE = "swebench-verified-random-100_claude-sonnet-4-5_2026-11-20__16-00-00"
 QWEN = "terminal_bench_2_laion-Qwen3-32B-agentic_2026-11-19__09-15-00"
-
-
-async def wait_for(pilot: Pilot[object], cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
 
 
 async def open_trials(pilot: Pilot[object], job: str) -> TrialsScreen:
@@ -124,6 +115,22 @@ async def test_other_attempts_of_a_task(tmp_path: Path, tmp_path_factory: TempPa
         await pilot.press("a")
         assert len(shown(screen)) == 267
         assert shown(screen)[screen.table.cursor][0] == task  # the cursor stays on the trial
+
+
+async def test_a_key_before_the_selection_catches_up_acts_on_the_row_under_the_cursor(
+        tmp_path: Path, tmp_path_factory: TempPathFactory, monkeypatch: MonkeyPatch) -> None:
+    from tui.screens import trials
+
+    app = make_demo_app(shared_demo(tmp_path_factory), tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_trials(pilot, SERA)
+        monkeypatch.setattr(trials, "SELECT_DELAY", 30.0)  # the diagnose panel never catches up here
+        await pilot.press("down", "down", "down", "down", "down", "down")
+        trial = shown(screen)[6]
+        await pilot.press("a")
+        assert {r[0] for r in shown(screen)} == {trial[0]}
+        await pilot.press("a")
+        assert shown(screen)[screen.table.cursor] == trial
 
 
 async def test_running_trial_log_follows_pauses_and_resumes(tmp_path: Path, tmp_path_factory: TempPathFactory) -> None:

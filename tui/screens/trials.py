@@ -224,16 +224,22 @@ class TrialsScreen(Screen[None]):
         self._apply_prepared(prepare_trials(list(exp.trials) if exp is not None else []))
 
     def _apply_prepared(self, p: PreparedTrials) -> None:
+        under = self.selected_trial()
+        keep = under.path if under is not None else self._selected_path
+        self.rows = []  # (indices into the trials being replaced)
         self.trials = p.trials
         self._prepared = p
         self._statuses = p.statuses
         self._status_counts = p.status_counts
         self._columns = p.columns
-        self.refresh_rows()
+        self.refresh_rows(keep_path=keep)
 
     def refresh_rows(self, keep_path: str | None = None) -> None:
         """Recompute what the table shows from the filters; keeps the cursor on the same trial."""
-        keep_path = keep_path or self._selected_path
+        # the trial under the cursor now: the shown selection lags a quick key by SELECT_DELAY
+        if keep_path is None:
+            under = self.selected_trial()
+            keep_path = under.path if under is not None else self._selected_path
         table = self.table
         if self.grouped:
             pool = self._filtered(with_focus=False)
