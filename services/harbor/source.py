@@ -30,7 +30,7 @@ _QUEUES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = we
 async def local_scan_turn() -> AsyncIterator[None]:
     """One local scan at a time. Local scans are CPU-bound Python with a syscall every few
     microseconds: side by side they pass the GIL back and forth and all finish later than one
-    after another would (benchmarks/ui_open.py). A scan stuck ahead (a hung NFS mount) holds
+    after another would (benchmarks/local_sources.py). A scan stuck ahead (a hung NFS mount) holds
     the others back QUEUE_WAIT_S at most."""
     queue = _QUEUES.setdefault(asyncio.get_running_loop(), asyncio.Lock())
     try:

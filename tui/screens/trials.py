@@ -224,8 +224,7 @@ class TrialsScreen(Screen[None]):
         self._apply_prepared(prepare_trials(list(exp.trials) if exp is not None else []))
 
     def _apply_prepared(self, p: PreparedTrials) -> None:
-        under = self.selected_trial()
-        keep = under.path if under is not None else self._selected_path
+        keep = self._path_to_keep()
         self.rows = []  # (indices into the trials being replaced)
         self.trials = p.trials
         self._prepared = p
@@ -234,12 +233,14 @@ class TrialsScreen(Screen[None]):
         self._columns = p.columns
         self.refresh_rows(keep_path=keep)
 
+    def _path_to_keep(self) -> str | None:
+        # the trial under the cursor now: the shown selection lags a quick key by SELECT_DELAY
+        under = self.selected_trial()
+        return under.path if under is not None else self._selected_path
+
     def refresh_rows(self, keep_path: str | None = None) -> None:
         """Recompute what the table shows from the filters; keeps the cursor on the same trial."""
-        # the trial under the cursor now: the shown selection lags a quick key by SELECT_DELAY
-        if keep_path is None:
-            under = self.selected_trial()
-            keep_path = under.path if under is not None else self._selected_path
+        keep_path = keep_path or self._path_to_keep()
         table = self.table
         if self.grouped:
             pool = self._filtered(with_focus=False)
