@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal, cast, get_args
 
 from services.audit.checks import (
     FAIL,
@@ -144,6 +145,28 @@ FIX_VERDICT: dict[str, Verdict] = {
     "csbench_fetch": "fetch",
     "csbench_submit": "submit",
 }
+
+# What each verdict asks of a person, the one meaning every surface colours it by: nothing more
+# (done), to wait, to run the fix it names (act), to look because nothing evaldesk runs settles
+# it (look: investigate, and repair, since nothing else can be judged before the rebuild), or to
+# give the values a task needs (input).
+VerdictKind = Literal["done", "wait", "act", "look", "input"]
+VERDICT_KIND: dict[Verdict, VerdictKind] = {
+    "finalize": "done",
+    "wait": "wait",
+    "investigate": "look",
+    "repair": "look",
+    "input": "input",
+    **{v: "act" for v in get_args(Verdict) if v not in ("finalize", "wait", "investigate", "repair", "input")},
+}
+
+
+
+def verdict_kind(verdict: str) -> VerdictKind:
+    """What `verdict` asks of a person; a word this evaldesk does not know (a report written by a
+    newer one) asks for a look."""
+    return VERDICT_KIND.get(cast(Verdict, verdict), "look")
+
 
 # What to do first when several checks need action: what bills by the hour, then what makes
 # every other figure wrong (duplicates, a registered partial), then the run itself, then its

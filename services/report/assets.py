@@ -4,7 +4,7 @@ from __future__ import annotations
 
 CSS = """
 :root{--bg:#f7f7f9;--fg:#1d1f24;--muted:#666b75;--card:#fff;--line:#dfe1e6;--pass:#2e9d5b;
---partial:#d8a32a;--fail:#8a909c;--err:#d1434b;--run:#3b7dd8;--accent:#3b4cca}
+--partial:#d8a32a;--fail:#8a909c;--err:#d1434b;--run:#3b7dd8;--input:#a245b5;--accent:#3b4cca}
 @media (prefers-color-scheme:dark){:root{--bg:#15171c;--fg:#e4e6eb;--muted:#9aa0ab;--card:#1e2128;
 --line:#30343d;--fail:#6f7583}}
 *{box-sizing:border-box}
@@ -43,8 +43,8 @@ table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
 .status.pass{color:var(--pass)}.status.warn{color:var(--partial)}.status.fail{color:var(--err)}
 .status.skip{color:var(--muted)}
 .verdict{display:inline-block;padding:2px 10px;border-radius:999px;font-weight:700;color:#fff;background:var(--accent)}
-.verdict.finalize{background:var(--pass)}.verdict.resume,.verdict.dedupe{background:var(--partial)}
-.verdict.rerun,.verdict.investigate{background:var(--err)}.verdict.wait{background:var(--run)}
+.verdict.done{background:var(--pass)}.verdict.act{background:var(--partial)}
+.verdict.look{background:var(--err)}.verdict.wait{background:var(--run)}.verdict.input{background:var(--input)}
 .pos{color:var(--pass)}.neg{color:var(--err)}
 .notes li{margin:2px 0}
 .comparison{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:18px;margin-top:20px}

@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Iterable
 
+from services.audit.verdict import verdict_kind
 from services.core.alignment import fmt_value
 from services.core.text import dumps
 from services.core.times import fmt_duration, iso_z
@@ -178,7 +179,7 @@ def audit_block(run: RunReport) -> str:
         f'<td>{esc(c.evidence)}</td><td>{esc(c.action or "")}</td></tr>'
         for c in a.checks)
     notes = "".join(f"<li>{esc(n)}</li>" for n in a.notes)
-    return (f'<h3>Audit</h3><p>Verdict <span class="verdict {esc(a.verdict)}" data-verdict="{esc(a.verdict)}">'
+    return (f'<h3>Audit</h3><p>Verdict <span class="verdict {verdict_kind(a.verdict)}" data-verdict="{esc(a.verdict)}">'
             f'{esc(a.verdict.upper())}</span> {esc(a.reason)}</p>'
             + (f'<p class="ask">Decide: {esc(a.ask)}</p>' if a.ask and a.ask != a.reason else "")
             + '<div class="scroll"><table class="checks"><thead><tr><th></th><th>check</th><th>evidence</th>'

@@ -1,18 +1,22 @@
 """One census per experiment, on every surface: the trials header, the audit screen, the
 monitor, the report, `--batch list` and `--batch audit` render the same runs, and every one of
-them says the same valid, expected, errored, invalid errors and score (DESIGN's words)."""
+them says the same valid, expected, errored, invalid errors and score (DESIGN's words); and the
+list, the audit screen and the report show the same verdict in the same colour."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.text import Text
 from textual.widgets import Static
 
+from services.audit.verdict import verdict_kind
 from services.core.models import Experiment, experiment_key
 from services.core.policy import Policy
 from services.monitor.state import MonitorState
@@ -23,8 +27,10 @@ from tui.screens.audit import AuditScreen
 from tui.screens.experiments import ExperimentsScreen
 from tui.screens.monitor import figures_text
 from tui.screens.trials import TrialsScreen
+from widgets.verdict_style import KIND_STYLES
 
 Figures = tuple[int, int | None, int, int, float | None]  # valid, expected, errored, invalid errors, score
+Shown = tuple[str, str]  # a verdict's word and what its colour says it asks of a person
 
 
 def _int(s: str) -> int | None:
@@ -56,8 +62,24 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_surface_says_the_same_figures(jobs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, dict[str, Figures]] = {}
     listed: dict[str, tuple[int, int | None, float | None]] = {}
-    exps = asyncio.run(_screens(jobs, tmp_path, seen, listed))
+    verdicts: dict[str, dict[str, Shown]] = {}
+    exps = asyncio.run(_screens(jobs, tmp_path, seen, listed, verdicts))
     _others(jobs, exps, seen, capsys)
+    html = render(report_for(exps, Policy(), FIXED_NOW), "html")
+    for run in html.split('<section class="run"')[1:]:
+        exp_id = re.search(r'data-experiment="([^"]*)"', run)
+        shown = re.search(r'<span class="verdict (\w+)" data-verdict="(\w+)">', run)
+        assert exp_id and shown, run[:200]
+        verdicts[unescape(exp_id.group(1))]["report"] = (shown.group(2), shown.group(1))
+    words = set()
+    for exp_id, shown in verdicts.items():
+        assert sorted(shown) == ["audit screen", "list", "report"], (exp_id, shown)
+        assert len(set(shown.values())) == 1, (exp_id, shown)
+        word, kind = shown["list"]
+        assert kind == verdict_kind(word), (exp_id, shown)
+        words.add(word)
+    # these runs hold verdicts of four kinds (input is the AISBench task's, tests/widgets)
+    assert {verdict_kind(w) for w in words} >= {"done", "wait", "act", "look"}, words
     for exp_id, surfaces in seen.items():
         assert len(surfaces) == 7, (exp_id, sorted(surfaces))
         assert len(set(surfaces.values())) == 1, (exp_id, surfaces)
@@ -65,8 +87,14 @@ def test_every_surface_says_the_same_figures(jobs: Path, tmp_path: Path, capsys:
         assert listed[exp_id] == (valid, expected, score), exp_id
 
 
+def _kind(style: str) -> str:
+    by_style = {v.removeprefix("bold "): k for k, v in KIND_STYLES.items()}
+    return by_style.get(style.removeprefix("bold "), f"no colour ({style!r})")
+
+
 async def _screens(jobs: Path, tmp_path: Path, seen: dict[str, dict[str, Figures]],
-                   listed: dict[str, tuple[int, int | None, float | None]]) -> list[Experiment]:
+                   listed: dict[str, tuple[int, int | None, float | None]],
+                   verdicts: dict[str, dict[str, Shown]]) -> list[Experiment]:
     """What the trials header and the audit screen say, as a person opens them."""
     app = make_demo_app(jobs, tmp_path)
     exps: list[Experiment] = []
@@ -82,6 +110,8 @@ async def _screens(jobs: Path, tmp_path: Path, seen: dict[str, dict[str, Figures
             score = row.cell_text("score", False, 40).plain
             valid, expected = progress.split("/")
             listed[row.exp.id] = (int(valid), _int(expected), None if score == "—" else round(float(score), 3))
+            cell = row.cell_text("verdict", False, 40)
+            verdicts[row.exp.id] = {"list": (cell.plain, _kind(str(cell.style)))}
         for exp in exps:
             key = experiment_key(exp)
             surfaces = seen.setdefault(exp.id, {"files": own(exp)})
@@ -93,6 +123,11 @@ async def _screens(jobs: Path, tmp_path: Path, seen: dict[str, dict[str, Figures
             await settle(pilot, 2)
             assert isinstance(app.screen, AuditScreen)
             surfaces["audit screen"] = parse(str(app.screen.query_one("#audit-title", Static).render()))
+            said = app.screen.query_one("#verdict", Static).content
+            assert isinstance(said, Text)
+            word = next(said.plain[sp.start:sp.end] for sp in said.spans if sp.start == len("Verdict: "))
+            style = next(str(sp.style) for sp in said.spans if sp.start == len("Verdict: "))
+            verdicts[exp.id]["audit screen"] = (word.lower(), _kind(style))
             await pilot.press("escape")
             await pilot.press("escape")
             await settle(pilot, 1)

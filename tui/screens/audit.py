@@ -22,18 +22,14 @@ from tui.navigation import move
 from widgets.checklist import Checklist, ChecklistItem
 from widgets.footer import KeyFooter
 from widgets.state_badge import state_badge
-
-# what each verdict asks of a person: act (yellow), wait (blue), done (green), look (red)
-VERDICT_STYLES = {"finalize": "bold green", "wait": "bold blue", "investigate": "bold red", "repair": "bold red",
-                  "input": "bold magenta"}
-FIX_STYLE = "bold yellow"
+from widgets.verdict_style import verdict_style
 
 
 def verdict_text(report: AuditReport) -> Text:
     """The verdict and why, in the words of the check that decided it
     (services.audit.verdict.decide): what to run, or what a person must decide."""
-    style = VERDICT_STYLES.get(report.verdict, FIX_STYLE)
-    text = Text.assemble(("Verdict: ", "bold"), (report.verdict.upper(), style), f" — {term_safe(report.reason)}")
+    text = Text.assemble(("Verdict: ", "bold"), (report.verdict.upper(), verdict_style(report.verdict, bold=True)),
+                         f" — {term_safe(report.reason)}")
     if report.fix and report.fix in REMEDIATIONS:
         text.append("  [x runs it]", style="dim")
     if report.ask and report.ask != report.reason:

@@ -29,6 +29,7 @@ from widgets.footer import KeyFooter
 from widgets.ids import run_labels, shorten
 from widgets.log_tail import regex_problem
 from widgets.state_badge import state_badge
+from widgets.verdict_style import verdict_style
 
 
 def id_labels(exps: list[Experiment], width: int) -> list[str]:
@@ -44,15 +45,6 @@ VERDICT_WIDTH = max([len(v) for v in get_args(Verdict)] + [len(w) + 1 for w in R
 
 
 COMPACT_BELOW = 110  # columns; narrower terminals drop source/benchmark/model into the detail line
-VERDICT_STYLES = {
-    "finalize": "green",
-    "wait": "blue",
-    "dedupe": "yellow",
-    "resume": "yellow",
-    "rerun": "bold red",
-    "investigate": "bold red",
-    "repair": "bold red",
-}
 
 
 @dataclass(frozen=True)
@@ -173,7 +165,7 @@ class Row:
             if self.report is None:
                 return Text("…", style="dim")
             v = self.report.verdict
-            return Text(v, style=VERDICT_STYLES.get(v, ""))
+            return Text(v, style=verdict_style(v))
         if col == "age":
             # a row kept from a source that is down says so where the eye looks for freshness
             if e.stale_since is not None:
