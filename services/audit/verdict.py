@@ -152,14 +152,13 @@ FIX_VERDICT: dict[str, Verdict] = {
 # give the values a task needs (input).
 VerdictKind = Literal["done", "wait", "act", "look", "input"]
 VERDICT_KIND: dict[Verdict, VerdictKind] = {
+    **{v: "act" for v in get_args(Verdict)},
     "finalize": "done",
     "wait": "wait",
     "investigate": "look",
     "repair": "look",
     "input": "input",
-    **{v: "act" for v in get_args(Verdict) if v not in ("finalize", "wait", "investigate", "repair", "input")},
 }
-
 
 
 def verdict_kind(verdict: str) -> VerdictKind:

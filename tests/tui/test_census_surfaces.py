@@ -125,9 +125,8 @@ async def _screens(jobs: Path, tmp_path: Path, seen: dict[str, dict[str, Figures
             surfaces["audit screen"] = parse(str(app.screen.query_one("#audit-title", Static).render()))
             said = app.screen.query_one("#verdict", Static).content
             assert isinstance(said, Text)
-            word = next(said.plain[sp.start:sp.end] for sp in said.spans if sp.start == len("Verdict: "))
-            style = next(str(sp.style) for sp in said.spans if sp.start == len("Verdict: "))
-            verdicts[exp.id]["audit screen"] = (word.lower(), _kind(style))
+            span = next(sp for sp in said.spans if sp.start == len("Verdict: "))
+            verdicts[exp.id]["audit screen"] = (said.plain[span.start:span.end].lower(), _kind(str(span.style)))
             await pilot.press("escape")
             await pilot.press("escape")
             await settle(pilot, 1)
