@@ -5,13 +5,15 @@ record's measurements in the diagnose panel and its files in the log panel; SVG 
 each at 80x24 and 120x40.
 
 The teardown dialog shows absolute paths, so the snapshots use a fixed dir
-(`/tmp/evaldesk-csbench-ui`) for the csbench config, checkout and stand-in.
+(`/tmp/evaldesk-csbench-ui`) for the csbench config, checkout and stand-in; each test holds it
+alone (a lock beside it), whichever worker or run it is on.
 """
 
 from __future__ import annotations
 
+import fcntl
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,13 @@ SIZES = [(80, 24), (120, 40)]
 Pilot = object
 
 _campaigns: Path | None = None
+
+
+@pytest.fixture(autouse=True)
+def _fixed_dir_alone() -> Iterator[None]:
+    with open(f"{FIXED}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def demo_campaign(factory: pytest.TempPathFactory) -> Path:
