@@ -25,6 +25,8 @@ import stat
 import sys
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 QUARANTINE_DIR = ".evaldesk-quarantine"
@@ -35,6 +37,8 @@ TRIAL_KEYS = frozenset({"trial_name", "task_name", "task", "trial_uri"})
 RACY_S = 2.0
 ODD, BROKEN, DENIED, A_DIR = -1, -2, -3, -4
 PROTOCOL = 2
+# overlapped(): PROBE files read one at a time, and slower than SLOW_S each, send the rest to READERS threads
+PROBE, SLOW_S, READERS, STUCK_S = 64, 50e-6, 8, 120.0
 
 Key = Optional[int]
 Entry = Tuple[str, str]  # (name, kind): kind is "dir", "file", "link" or "other"
@@ -134,6 +138,41 @@ def read_local(path: str) -> Read:
         os.close(fd)
 
 
+def stat_local(path: str) -> Key:
+    try:
+        st = os.stat(path)
+    except PermissionError:
+        return DENIED
+    except OSError:
+        return BROKEN if os.path.lexists(path) else None
+    return (pack_key(st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) if stat.S_ISREG(st.st_mode)
+            else A_DIR if stat.S_ISDIR(st.st_mode) else ODD)
+
+
+def overlapped(fn: Any, paths: Sequence[str]) -> List[Any]:
+    """fn of each path, in order. When the first answers come from the disk rather than the page
+    cache (GPFS and NFS always, a local disk after a reboot), the rest are asked READERS at a
+    time so that their waits overlap; from the page cache, one at a time is faster."""
+    head = min(len(paths), PROBE)
+    t = time.monotonic()
+    out = [fn(p) for p in paths[:head]]
+    if len(paths) == head or time.monotonic() - t < head * SLOW_S:
+        return out + [fn(p) for p in paths[head:]]
+    pool = ThreadPoolExecutor(READERS)
+    parts = [pool.submit(lambda part: [fn(p) for p in part], paths[i:i + PROBE])
+             for i in range(head, len(paths), PROBE)]
+    try:
+        for part in parts:
+            out.extend(part.result(timeout=STUCK_S))
+    except FuturesTimeout:
+        for part in parts:
+            part.cancel()
+        raise OSError(errno.ETIMEDOUT, "the disk did not answer for %d s" % STUCK_S) from None
+    finally:
+        pool.shutdown(wait=False)
+    return out
+
+
 class LocalFS(object):
     """The walk's view of this machine's disk."""
 
@@ -161,22 +200,10 @@ class LocalFS(object):
         return out
 
     def stat(self, paths: Sequence[str]) -> List[Key]:
-        out = []  # type: List[Key]
-        for path in paths:
-            try:
-                st = os.stat(path)
-            except PermissionError:
-                out.append(DENIED)
-                continue
-            except OSError:
-                out.append(BROKEN if os.path.lexists(path) else None)
-                continue
-            out.append(pack_key(st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) if stat.S_ISREG(st.st_mode)
-                       else A_DIR if stat.S_ISDIR(st.st_mode) else ODD)
-        return out
+        return overlapped(stat_local, paths)
 
     def read(self, paths: Sequence[str]) -> List[Read]:
-        return [read_local(p) for p in paths]
+        return overlapped(read_local, paths)
 
     def realpath(self, path: str) -> str:
         return os.path.realpath(path)

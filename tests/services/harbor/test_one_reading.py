@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shutil
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,6 +223,14 @@ class _Later(walk.LocalFS):
         return super().now() + 2 * RACY_S
 
 
+def _cold_disk(root: Path, monkeypatch: pytest.MonkeyPatch) -> Snapshot:
+    """The job read as from a disk slower than the page cache: every batch through the readers."""
+    with monkeypatch.context() as m:
+        m.setattr(walk, "PROBE", 1)
+        m.setattr(walk, "SLOW_S", -1.0)
+        return HarborSource(root, cache=False).scan_sync()
+
+
 def _cached(root: Path) -> HarborSource:
     src = HarborSource(root, verify_window_s=0)
     src.walk_fs = _Later()
@@ -246,6 +255,7 @@ async def test_every_reading_of_a_run_is_the_oracles(ssh_server: InProcessSSHSer
     try:
         truth = oracle(job)
         same(HarborSource(root / "jobs", cache=False).scan_sync(), truth, "cold")
+        same(_cold_disk(root / "jobs", monkeypatch), truth, "cold disk")
         same(warm.scan_sync(), truth, "first read, records kept")
         again = _cached(root / "jobs").scan_sync()
         same(again, truth, "warm, from the parse cache")
@@ -256,6 +266,7 @@ async def test_every_reading_of_a_run_is_the_oracles(ssh_server: InProcessSSHSer
         await asyncio.to_thread(mutate, job, seed)
         truth = oracle(job)
         same(HarborSource(root / "jobs", cache=False).scan_sync(), truth, "cold after")
+        same(_cold_disk(root / "jobs", monkeypatch), truth, "cold disk after")
         same(warm.scan_sync(), truth, "the same source, polled")
         same(_cached(root / "jobs").scan_sync(), truth, "warm after")
         same(await remote.scan(), truth, "remote program after")
@@ -286,3 +297,29 @@ def test_a_settled_dir_is_listed_afresh_whenever_its_entries_change(tmp_path: Pa
     monkeypatch.setattr(walk.LocalFS, "_listed", {})
     now = walk.LocalFS()
     assert now.list([str(tmp_path)])[0] is not now.list([str(tmp_path)])[0]
+
+
+def test_a_disk_that_stops_answering_is_an_error_of_its_job_not_a_hang(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(walk, "PROBE", 1)
+    monkeypatch.setattr(walk, "SLOW_S", -1.0)
+    monkeypatch.setattr(walk, "STUCK_S", 0.3)
+    drafts = [Draft("valid", f"t{i}") for i in range(4)]
+    stuck = write_job(tmp_path / "jobs", drafts)
+    fine = shutil.copytree(stuck, tmp_path / "jobs" / "another-job", symlinks=True)
+    gate = threading.Event()
+    read = walk.read_local
+
+    def hung_nfs(path: str) -> walk.Read:
+        if path.startswith(f"{stuck}/") and path.endswith("t3__0000003/result.json"):
+            gate.wait(30)
+        return read(path)
+
+    monkeypatch.setattr(walk, "read_local", hung_nfs)
+    try:
+        snap = HarborSource(tmp_path / "jobs", cache=False).scan_sync()
+    finally:
+        gate.set()
+    [error] = snap.errors
+    assert error.where.endswith(stuck.name) and "did not answer for 0 s" in error.message
+    assert [e.counts.valid for e in snap.experiments if e.path.endswith(fine.name)] == [4]
