@@ -75,6 +75,7 @@ class _Job:
 class RemoteScan:
     roots: dict[str, list[str]] = field(default_factory=dict)
     root_errors: dict[str, str] = field(default_factory=dict)
+    job_errors: dict[str, str] = field(default_factory=dict)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     remote_seconds: float = 0.0
     python: str = ""
@@ -164,6 +165,12 @@ class RemoteClient:
                 trial = trial_of(loc, (walk.unblob(msg.get("r")), msg.get("re")), (walk.unblob(msg.get("c")), None))
                 job.trials[rel] = _Held(loc.rkey, loc.ckey, trial, not loc_settled(loc, now))
                 out.trials_sent += 1
+            elif t == "jerr":  # what was sent of that job is not all of it
+                if path != msg["path"]:
+                    self._finish(path, job, nb, stale, got)
+                out.job_errors[msg["path"]] = str(msg.get("err"))
+                self.jobs.pop(msg["path"], None)
+                job, path = None, ""
             elif t == "done":
                 out.remote_seconds, done = float(msg.get("seconds") or 0.0), True
         self._finish(path, job, nb, stale, got)
@@ -277,6 +284,8 @@ class SSHHarborSource:
                   for root, message in result.root_errors.items()]
         errors += [SourceError(source=self.label, where=f"{host}:{path}", message=f"cannot read: {why}",
                                unreadable=True) for path, why in result.unreadable]
+        errors += [SourceError(source=self.label, where=f"{host}:{path}", message=message)
+                   for path, message in result.job_errors.items()]
         if result.root_errors and not result.roots:
             first = next(iter(result.root_errors.items()))
             raise SourceUnavailable(f"{host}:{first[0]}", first[1])
@@ -285,7 +294,7 @@ class SSHHarborSource:
             if not jobs:
                 errors.append(SourceError(source=self.label, where=f"{host}:{root}",
                                           message="no Harbor job dirs found"))
-            experiments += [self.client.experiment(job, self.label) for job in jobs]
+            experiments += [self.client.experiment(job, self.label) for job in jobs if job not in result.job_errors]
         round_trips = 1 + (await self._apply_slurm(experiments, errors) if self.slurm_enabled else 0)
         stats = {"round_trips": round_trips, "bytes_up": len(request), "bytes_down": len(out),
                  "trials_sent": result.trials_sent, "files_read": result.trials_sent,

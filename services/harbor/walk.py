@@ -503,8 +503,11 @@ def serve(stdin: Any = None, stdout: Any = None) -> None:
             continue
         emit({"t": "root", "root": root, "abs": full, "jobs": jobs, "unreadable": unreadable})
         for job in jobs:
-            for obj in _serve_job(fs, job, have_jobs.get(job) or {}):
-                emit(obj)
+            try:
+                for obj in _serve_job(fs, job, have_jobs.get(job) or {}):
+                    emit(obj)
+            except OSError as exc:  # (a disk that stopped answering): this job only
+                emit({"t": "jerr", "path": job, "err": str(exc)})
     emit({"t": "done", "seconds": fs.now() - started})
     out.write(z.flush())
     out.flush()

@@ -7,6 +7,7 @@ oracle written plainly from DESIGN 3 and 3a gives."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import math
 import os
@@ -26,7 +27,7 @@ from services.core.policy import DEFAULT_BENIGN
 from services.harbor import walk
 from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
-from services.transport.ssh import SSHPool
+from services.transport.ssh import HostSpec, SSHPool
 from tests.support.ssh_server import InProcessSSHServer
 from tests.support.ssh_server import ssh_server as ssh_server
 
@@ -323,3 +324,39 @@ def test_a_disk_that_stops_answering_is_an_error_of_its_job_not_a_hang(tmp_path:
     [error] = snap.errors
     assert error.where.endswith(stuck.name) and "did not answer for 0 s" in error.message
     assert [e.counts.valid for e in snap.experiments if e.path.endswith(fine.name)] == [4]
+
+
+@pytest.mark.parametrize("call", ["stat_local", "read_local"], ids=["before its job line", "amid its trials"])
+async def test_on_an_ssh_host_a_silent_disk_is_an_error_of_its_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   call: str) -> None:
+    """The remote program, run here on the request the client builds: the job whose disk stops
+    answering is an error of that job; the others arrive whole."""
+    monkeypatch.setattr(walk, "PROBE", 1)
+    monkeypatch.setattr(walk, "SLOW_S", -1.0)
+    monkeypatch.setattr(walk, "STUCK_S", 0.3)
+    stuck = write_job(tmp_path / "jobs", [Draft("valid", f"t{i}") for i in range(4)])
+    fine = shutil.copytree(stuck, tmp_path / "jobs" / "another-job", symlinks=True)
+    gate = threading.Event()
+    answer = getattr(walk, call)
+
+    def hung_nfs(path: str) -> Any:
+        if path.startswith(f"{stuck}/") and path.endswith("t3__0000003/result.json"):
+            gate.wait(30)
+        return answer(path)
+
+    monkeypatch.setattr(walk, call, hung_nfs)
+
+    async def on_the_host(command: str, stdin: bytes = b"") -> tuple[int | None, bytes, bytes]:
+        n, _, rest = stdin.partition(b"\n")
+        out = io.BytesIO()
+        await asyncio.to_thread(walk.serve, io.BytesIO(rest[int(n):]), out)
+        return 0, out.getvalue(), b""
+
+    src = SSHHarborSource(HostSpec(host="login1"), [str(tmp_path / "jobs")], slurm=False)
+    monkeypatch.setattr(src, "_run", on_the_host)
+    try:
+        snap = await src.scan()
+    finally:
+        gate.set()
+    assert [(e.where, "did not answer for 0 s" in e.message) for e in snap.errors] == [(f"login1:{stuck}", True)]
+    assert [(e.path, e.counts.valid) for e in snap.experiments] == [(str(fine), 4)]
