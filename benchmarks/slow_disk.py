@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--serve", nargs=2, metavar=("SRC", "MOUNTPOINT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
-        serve(*args.serve, args.latency)
+        serve(args.serve[0], args.serve[1], args.latency)
         return
     if os.geteuid() != 0:
         sys.exit("slow_disk: needs root (it drops the page cache and mounts a FUSE filesystem)")
