@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.targets import LOOP, _drop_caches, _env, _timed, job_dir
+from benchmarks.targets import LOOP, ONE_AT_A_TIME, _drop_caches, _env, _timed, job_dir
 
 
 def serve(src: str, mountpoint: str, latency: float) -> None:
@@ -93,8 +93,7 @@ def main() -> None:
         audit = ["--batch", "audit", slow_job, "--format", "json"]
         runs = {
             "json.load loop": [sys.executable, str(loop), slow_job],
-            "evaldesk, one file at a time": [sys.executable, "-c", "import services.harbor.walk as w; "
-                                             "w.SLOW_S = float('inf'); from tui.cli import entry; entry()", *audit],
+            "evaldesk, one file at a time": [*ONE_AT_A_TIME, *audit],
             "evaldesk": [sys.executable, "-m", "tui.cli", *audit],
         }
         took: dict[str, list[float]] = {name: [] for name in runs}

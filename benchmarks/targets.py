@@ -123,6 +123,11 @@ def _drop_caches() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
+# evaldesk with the same walk, every file asked one at a time (walk.overlapped never finds the disk slow)
+ONE_AT_A_TIME = [sys.executable, "-c", "import services.harbor.walk as w; w.SLOW_S = float('inf'); "
+                 "from tui.cli import entry; entry()"]
+
+
 def _bytes_only(job: Path) -> float:
     """Every result.json's bytes read by walk.READERS threads, nothing else: this disk's best."""
     from concurrent.futures import ThreadPoolExecutor
@@ -151,9 +156,7 @@ def bench_colddisk(base: Path, repeat: int) -> None:
     loop.write_text(LOOP)
     args = ["--batch", "audit", str(job), "--format", "json"]
     evaldesk = [sys.executable, "-m", "tui.cli", *args]
-    # the same walk, every file asked one at a time (walk.overlapped never finds the disk slow)
-    one_at_a_time = [sys.executable, "-c", "import services.harbor.walk as w; w.SLOW_S = float('inf'); "
-                     "from tui.cli import entry; entry()", *args]
+    one_at_a_time = [*ONE_AT_A_TIME, *args]
     runbook = [sys.executable, str(loop), str(job)]
     loops: list[float] = []
     firsts: list[float] = []

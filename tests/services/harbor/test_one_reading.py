@@ -7,6 +7,7 @@ oracle written plainly from DESIGN 3 and 3a gives."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import math
@@ -14,6 +15,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,11 +226,15 @@ class _Later(walk.LocalFS):
         return super().now() + 2 * RACY_S
 
 
+def _as_a_slow_disk(m: pytest.MonkeyPatch) -> None:
+    """Every batch of stats and reads found slower than the page cache: all through the readers."""
+    m.setattr(walk, "PROBE", 1)
+    m.setattr(walk, "SLOW_S", -1.0)
+
+
 def _cold_disk(root: Path, monkeypatch: pytest.MonkeyPatch) -> Snapshot:
-    """The job read as from a disk slower than the page cache: every batch through the readers."""
     with monkeypatch.context() as m:
-        m.setattr(walk, "PROBE", 1)
-        m.setattr(walk, "SLOW_S", -1.0)
+        _as_a_slow_disk(m)
         return HarborSource(root, cache=False).scan_sync()
 
 
@@ -300,27 +306,33 @@ def test_a_settled_dir_is_listed_afresh_whenever_its_entries_change(tmp_path: Pa
     assert now.list([str(tmp_path)])[0] is not now.list([str(tmp_path)])[0]
 
 
-def test_a_disk_that_stops_answering_is_an_error_of_its_job_not_a_hang(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(walk, "PROBE", 1)
-    monkeypatch.setattr(walk, "SLOW_S", -1.0)
+@contextlib.contextmanager
+def _one_job_stalls(jobs: Path, monkeypatch: pytest.MonkeyPatch, call: str) -> Iterator[tuple[Path, Path]]:
+    """Two jobs on a slow disk that stops answering (`call`, walk.stat_local or walk.read_local)
+    for one trial file of the first: (that job, the other)."""
+    _as_a_slow_disk(monkeypatch)
     monkeypatch.setattr(walk, "STUCK_S", 0.3)
-    drafts = [Draft("valid", f"t{i}") for i in range(4)]
-    stuck = write_job(tmp_path / "jobs", drafts)
-    fine = shutil.copytree(stuck, tmp_path / "jobs" / "another-job", symlinks=True)
+    stuck = write_job(jobs, [Draft("valid", f"t{i}") for i in range(4)])
+    fine = shutil.copytree(stuck, jobs / "another-job", symlinks=True)
     gate = threading.Event()
-    read = walk.read_local
+    answer = getattr(walk, call)
 
-    def hung_nfs(path: str) -> walk.Read:
+    def hung_nfs(path: str) -> Any:
         if path.startswith(f"{stuck}/") and path.endswith("t3__0000003/result.json"):
             gate.wait(30)
-        return read(path)
+        return answer(path)
 
-    monkeypatch.setattr(walk, "read_local", hung_nfs)
+    monkeypatch.setattr(walk, call, hung_nfs)
     try:
-        snap = HarborSource(tmp_path / "jobs", cache=False).scan_sync()
+        yield stuck, fine
     finally:
         gate.set()
+
+
+def test_a_disk_that_stops_answering_is_an_error_of_its_job_not_a_hang(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    with _one_job_stalls(tmp_path / "jobs", monkeypatch, "read_local") as (stuck, fine):
+        snap = HarborSource(tmp_path / "jobs", cache=False).scan_sync()
     [error] = snap.errors
     assert error.where.endswith(stuck.name) and "did not answer for 0 s" in error.message
     assert [e.counts.valid for e in snap.experiments if e.path.endswith(fine.name)] == [4]
@@ -331,20 +343,6 @@ async def test_on_an_ssh_host_a_silent_disk_is_an_error_of_its_job(tmp_path: Pat
                                                                    call: str) -> None:
     """The remote program, run here on the request the client builds: the job whose disk stops
     answering is an error of that job; the others arrive whole."""
-    monkeypatch.setattr(walk, "PROBE", 1)
-    monkeypatch.setattr(walk, "SLOW_S", -1.0)
-    monkeypatch.setattr(walk, "STUCK_S", 0.3)
-    stuck = write_job(tmp_path / "jobs", [Draft("valid", f"t{i}") for i in range(4)])
-    fine = shutil.copytree(stuck, tmp_path / "jobs" / "another-job", symlinks=True)
-    gate = threading.Event()
-    answer = getattr(walk, call)
-
-    def hung_nfs(path: str) -> Any:
-        if path.startswith(f"{stuck}/") and path.endswith("t3__0000003/result.json"):
-            gate.wait(30)
-        return answer(path)
-
-    monkeypatch.setattr(walk, call, hung_nfs)
 
     async def on_the_host(command: str, stdin: bytes = b"") -> tuple[int | None, bytes, bytes]:
         n, _, rest = stdin.partition(b"\n")
@@ -354,9 +352,7 @@ async def test_on_an_ssh_host_a_silent_disk_is_an_error_of_its_job(tmp_path: Pat
 
     src = SSHHarborSource(HostSpec(host="login1"), [str(tmp_path / "jobs")], slurm=False)
     monkeypatch.setattr(src, "_run", on_the_host)
-    try:
+    with _one_job_stalls(tmp_path / "jobs", monkeypatch, call) as (stuck, fine):
         snap = await src.scan()
-    finally:
-        gate.set()
     assert [(e.where, "did not answer for 0 s" in e.message) for e in snap.errors] == [(f"login1:{stuck}", True)]
     assert [(e.path, e.counts.valid) for e in snap.experiments] == [(str(fine), 4)]
