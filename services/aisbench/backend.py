@@ -9,22 +9,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.aisbench.formats import HostEntry
-from services.aisbench.hosts import host_for, load_hosts
-from services.aisbench.runbook import tasks_path as runbook_tasks_path
-from services.aisbench.source import KIND_LOCAL, KIND_SSH, AISBenchSource
-from services.aisbench.table import LOCAL, LOCAL_TABLE, TaskTable, table_path_for
+from services.aisbench.find import KIND_LOCAL, KIND_SSH, LOCAL, is_task_root
 from services.core.config import Config
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
 from services.core.source import Source
-from services.transport.fs import LocalFS
-from services.transport.process import LocalRunner
 
 if TYPE_CHECKING:
+    from services.aisbench.formats import HostEntry
+    from services.aisbench.source import AISBenchSource
     from services.transport.ssh import HostSpec
 
-# the SSH side (asyncssh) loads only when a host is read: every local command starts sooner
+# Finding task roots (find.py) takes a few stats: AISBench's models and sources load only once a
+# path holds its tasks or a host is configured, and the SSH side (asyncssh) only when a host is read.
 
 NAME = "aisbench"
 SCHEMES: tuple[str, ...] = ("aisbench+ssh",)
@@ -40,6 +37,10 @@ def spec_for(entry: HostEntry, config: Config) -> HostSpec:
 
 
 def source_for_host(entry: HostEntry, config: Config, task_root: str | None = None) -> AISBenchSource:
+    from services.aisbench.runbook import tasks_path as runbook_tasks_path
+    from services.aisbench.source import AISBenchSource
+    from services.aisbench.table import TaskTable, table_path_for
+
     root = task_root or entry.task_root
     if entry.host == LOCAL:
         return _local(root, config, entry)
@@ -58,6 +59,12 @@ def source_for_host(entry: HostEntry, config: Config, task_root: str | None = No
 
 
 def _local(path: str, config: Config, entry: HostEntry | None = None) -> AISBenchSource:
+    from services.aisbench.formats import HostEntry
+    from services.aisbench.source import AISBenchSource
+    from services.aisbench.table import TaskTable, table_path_for
+    from services.transport.fs import LocalFS
+    from services.transport.process import LocalRunner
+
     root = os.path.abspath(os.path.expanduser(path))
     return AISBenchSource(
         where=LOCAL, task_root=root, fs=LocalFS(), runner=LocalRunner(),
@@ -71,6 +78,8 @@ def open_url(spec: str, config: Config) -> Source:
     """`aisbench+ssh://[user@]host[:port]/task_root`. A host the hosts file names (by `name` or
     `host`) takes that entry's image, source dir and SSH settings; the URL's user, port and
     path win. Raises ValueError for a malformed URL."""
+    from services.aisbench.formats import HostEntry
+    from services.aisbench.hosts import host_for, load_hosts
     from services.transport.ssh import parse_ssh_url
 
     url_spec, path = parse_ssh_url(spec)
@@ -87,37 +96,13 @@ def open_path(path: str, config: Config) -> Source:
     return _local(path, config)
 
 
-def _is_task_root(path: Path, look: int = 16) -> bool:
-    """Evaldesk's task table beside the tasks, or a task dir among the first few children (a
-    folder of 100k Harbor trial dirs is not listed whole to find out it is not one)."""
-    try:
-        # a dir this user cannot read is not ours to claim (the source that owns it says why)
-        if (path / LOCAL_TABLE).is_file():
-            return True
-        with os.scandir(path) as it:
-            for entry in it:
-                if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                    continue
-                child = Path(entry.path)
-                # evaldesk's task.json; run.sh beside cfg/ or the runbook's bootstrap.sh (its agent tasks have no cfg/)
-                if (child / "task.json").is_file() or ((child / "run.sh").is_file() and (
-                        (child / "cfg").is_dir() or (child / "bootstrap.sh").is_file())):
-                    return True
-                look -= 1
-                if look <= 0:
-                    return False
-    except OSError:
-        return False
-    return False
-
-
 def find_local(path: str, config: Config) -> list[Source]:
     """A task root (task dirs with task.json or run.sh + cfg/, or evaldesk's task table), or
     a folder holding task roots one level down (the demo)."""
     p = Path(path)
     if not p.is_dir():
         return []
-    if _is_task_root(p):
+    if is_task_root(p):
         return [_local(path, config)]
     found: list[Source] = []
     try:
@@ -126,7 +111,7 @@ def find_local(path: str, config: Config) -> list[Source]:
     except OSError:
         return []
     for child in children[:256]:
-        if _is_task_root(Path(child)):
+        if is_task_root(Path(child)):
             found.append(_local(child, config))
     return found
 
@@ -137,6 +122,8 @@ def claims(path: str) -> bool:
 
 def configured(config: Config) -> list[Source]:
     """One source per eval host of the hosts file and `[aisbench] hosts`."""
+    from services.aisbench.hosts import load_hosts
+
     return [source_for_host(entry, config) for entry in load_hosts(config)]
 
 

@@ -32,8 +32,6 @@ from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, T
 from services.transport.fs import FileStat, JobFS
 from services.transport.process import Runner
 
-KIND_LOCAL = "aisbench"
-KIND_SSH = "aisbench+ssh"
 LOG_TAIL = 64 * 1024
 
 TRIAL_FILES: tuple[TrialFile, ...] = (

@@ -18,14 +18,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from services.aisbench.find import LOCAL, LOCAL_TABLE
 from services.aisbench.formats import TaskRow, TaskTableFile
 from services.core.config import Config
 from services.core.input_files import InputFileError, read_bytes
 from services.core.statefile import locked, write_atomic
 from services.core.xdg import state_dir
-
-LOCAL_TABLE = ".evaldesk-tasks.json"
-LOCAL = "local"
 
 
 class TableError(Exception):

@@ -3,7 +3,8 @@
 The console and the batch commands never import a backend by name; they hand a SOURCE (a
 path or a URL) or the config to this module. A backend is a folder under `services/` with a
 `backend.py` module that provides what `Backend` lists; adding one is that folder plus one
-line in `BACKENDS`.
+line in `BACKENDS`. Every backend is asked of every local folder: its `backend.py` looks with a
+few stats and imports its models and sources only once it opens one.
 """
 
 from __future__ import annotations

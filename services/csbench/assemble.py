@@ -37,6 +37,7 @@ from statistics import fmean
 
 from services.core.models import State, TrialCounts, TrialStatus
 from services.csbench.attach import SlotRuns, attach, utc
+from services.csbench.find import KIND
 from services.csbench.formats import (
     OK_RECORD_STATUSES,
     PROGRESS_TERMINAL,
@@ -56,7 +57,6 @@ from services.csbench.model import (
 )
 from services.csbench.plans import PlanTask, run_plan_tasks
 
-KIND = "csbench"
 VIEW_DIR = "@runs"  # where a trial's files appear to the console (services.csbench.view)
 CLOUD_ID = re.compile(r"^camp-[0-9a-f]{6,}$")
 NO_CAMPAIGNS = "no campaigns found under {dir} — has a run-plan started?"  # csbench progress (cli/run.py)

@@ -11,26 +11,37 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.core.config import CAMPAIGN_ID, Config
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
-from services.csbench.assemble import KIND
-from services.csbench.checklist import audit_campaign, audit_plan
-from services.csbench.cli import Settings, settings
-from services.csbench.layout import find_results_dirs
-from services.csbench.marks import read_marks_now
-from services.csbench.model import PlanExperiment
-from services.csbench.source import CampaignSource, ResultsSource
-from services.remediations.records import QUARANTINE_DIR
+from services.csbench.find import KIND, find_results_dirs
+
+if TYPE_CHECKING:
+    from services.csbench.cli import Settings
+
+# Finding csbench runs (find.py) takes a few stats and nothing else of csbench: its models,
+# checklist and sources load only once a path holds its runs.
 
 NAME = "csbench"
 SCHEMES: tuple[str, ...] = ("csbench",)
 KINDS: tuple[str, ...] = (KIND,)
 
 
+def settings(config: Config) -> Settings | None:
+    if config.csbench is None:  # (no [csbench] section: nothing of csbench loads)
+        return None
+    from services.csbench.cli import settings as of
+
+    return of(config)
+
+
 def _submitted(s: Settings) -> list[str]:
+    from services.csbench.marks import read_marks_now
+    from services.remediations.records import QUARANTINE_DIR
+
     if not os.path.isdir(os.path.join(s.results_dir, QUARANTINE_DIR)):
         return []
     return [m.campaign_id for m in read_marks_now(s.results_dir).submits if m.campaign_id]
@@ -56,6 +67,8 @@ def open_url(spec: str, config: Config) -> Source:
     if rest and (not ids or not all(CAMPAIGN_ID.match(c) for c in ids)):
         raise ValueError(f"{spec}: expected csbench://CAMPAIGN_ID (e.g. csbench://camp-ab12cd34), or csbench:// for "
                          "the [csbench] config's campaigns and plans")
+    from services.csbench.source import CampaignSource
+
     s = settings(config)
     if s is None:
         raise SourceUnavailable(spec, "reading csbench campaigns needs a [csbench] section in the config "
@@ -66,12 +79,16 @@ def open_url(spec: str, config: Config) -> Source:
 
 
 def open_path(path: str, config: Config) -> Source:
+    from services.csbench.source import ResultsSource
+
     skip, ids = _owned(config)
     return ResultsSource(path, skip=skip, campaign_ids=ids, settings=settings(config))
 
 
 def find_local(path: str, config: Config) -> list[Source]:
     """One source for the csbench results dirs in `path` (itself, or its children)."""
+    if not find_results_dirs(path):
+        return []
     skip, _ = _owned(config)
     return [open_path(path, config)] if find_results_dirs(path, skip) else []
 
@@ -81,6 +98,8 @@ def claims(path: str) -> bool:
 
 
 def configured(config: Config) -> list[Source]:
+    from services.csbench.source import CampaignSource
+
     s = settings(config)
     if s is None or not (s.campaigns or s.plans or _submitted(s)):
         return []
@@ -94,6 +113,9 @@ def write_demo(root: Path, now: datetime) -> list[Path]:
 
 
 def audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
+    from services.csbench.checklist import audit_campaign, audit_plan
+    from services.csbench.model import PlanExperiment
+
     if isinstance(exp, PlanExperiment):
         return audit_plan(exp)
     return audit_campaign(exp, policy, now)
@@ -106,6 +128,8 @@ SUBMIT = "csbench_submit"
 
 def submit_sources(config: Config, plans: list[str]) -> tuple[list[tuple[str, Source]], str | None]:
     """One source per submit plan — those given, else the `[csbench] plans` — or why not."""
+    from services.csbench.source import CampaignSource
+
     s = settings(config)
     if s is None:
         return [], ("submit needs a [csbench] section in the config (config = the local csbench YAML with "
@@ -120,6 +144,8 @@ def submit_sources(config: Config, plans: list[str]) -> tuple[list[tuple[str, So
 
 def plan_of(exp: Experiment, path: str) -> bool:
     """`exp` is the submit plan at `path`."""
+    from services.csbench.model import PlanExperiment
+
     return isinstance(exp, PlanExperiment) and exp.path == path
 
 

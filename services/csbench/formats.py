@@ -40,7 +40,6 @@ OK_RECORD_STATUSES = ("completed", "unsupported")
 MEASURED, WARMUP = "measured", "warmup"
 # subtrees of a results dir that hold no records (csbench's core/store.py RESERVED_SUBTREES)
 RESERVED_SUBTREES = frozenset({"aggregates", "campaigns", "artifacts", "traces", "debug"})
-DOMAINS = ("agent-runtime", "data-warehouse", "key-value", "llm", "transactional-db")
 # progress statuses after which a run's .progress/ dir changes no more (core/progress.py)
 PROGRESS_TERMINAL = frozenset({"completed", "failed", "invalid", "interrupted", "unsupported", "abandoned"})
 # a finished (or dead) run's .progress/ dir is swept this long after its last write, by the next

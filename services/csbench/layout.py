@@ -10,9 +10,8 @@ Two layouts hold records:
     <dest>/                            csbench fetch CID --dest <dest>
       <task_id>--<run_id>.json         one record per completed task (no artifacts)
 
-A dir is a results dir when it holds `campaigns/`, `.progress/`, a known csbench domain dir,
-or a top-level record file. Recognising one costs a few `stat`s, so a folder of a thousand
-Harbor job dirs is cheap to look through. Every read here is bounded and never follows a fifo.
+Which dirs are results dirs is the backend's question (services/csbench/backend.py), answered
+with a few `stat`s. Every read here is bounded and never follows a fifo.
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ import stat
 import time
 from dataclasses import dataclass, field
 
+from services.csbench.find import MAX_JSON_BYTES, is_record_name
 from services.csbench.formats import (
-    DOMAINS,
     PROGRESS_GRACE_S,
     RESERVED_SUBTREES,
     CampaignFile,
@@ -39,7 +38,6 @@ from services.csbench.formats import (
 )
 from services.csbench.model import ArtifactCheck, Inspection
 
-MAX_JSON_BYTES = 32 * 1024 * 1024
 MAX_ARTIFACT_BYTES = 2 * 1024 * 1024 * 1024
 CONTROLLER_LOG = "controller.log"
 # a running task with nothing in flight that has written nothing for this long has stopped
@@ -65,52 +63,6 @@ def read_bounded(path: str, limit: int = MAX_JSON_BYTES) -> bytes:
         return read_bytes(path, max_bytes=limit)
     except InputFileError as exc:
         raise OSError(str(exc).replace(path, os.path.basename(path))) from None
-
-
-def _is_record_name(name: str) -> bool:
-    return name.endswith(".json") and ("--run-" in name or "-run-" in name)
-
-
-def is_results_dir(path: str) -> bool:
-    if not os.path.isdir(path):
-        return False
-    if os.path.isdir(os.path.join(path, "campaigns")) or os.path.isdir(os.path.join(path, ".progress")):
-        return True
-    if any(os.path.isdir(os.path.join(path, d)) for d in DOMAINS):
-        return True
-    try:
-        with os.scandir(path) as it:
-            for entry in it:
-                if _is_record_name(entry.name) and entry.is_file(follow_symlinks=False):
-                    record, _ = parse_record(read_bounded(entry.path))
-                    if record is not None:
-                        return True
-    except OSError:
-        return False
-    return False
-
-
-def find_results_dirs(root: str, skip: frozenset[str] = frozenset()) -> list[str]:
-    """`root` when it is a results dir, else its results-dir children (depth 1), sorted."""
-    root = os.path.abspath(root)
-    if root in skip:
-        return []
-    if is_results_dir(root):
-        return [root]
-    found: list[str] = []
-    try:
-        with os.scandir(root) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except (NotADirectoryError, FileNotFoundError):
-        return []
-    for entry in entries:
-        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-            continue
-        if entry.path in skip:
-            continue
-        if is_results_dir(entry.path):
-            found.append(entry.path)
-    return found
 
 
 @dataclass
@@ -253,7 +205,7 @@ class DirReader:
                 except OSError as exc:
                     record, problem = None, str(exc)
                 rd.files_read += 1
-                if record is None and not _is_record_name(os.path.basename(rel)):
+                if record is None and not is_record_name(os.path.basename(rel)):
                     problem = None  # some other JSON file (a plan's aggregate elsewhere, notes): not ours
                 cached = self._records[rel] = (key, RecordFile(rel, record, problem, st.st_mtime))
             seen.add(rel)

@@ -17,8 +17,9 @@ from services.core.models import Experiment, Snapshot, SourceError, Trial
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress
 from services.csbench import assemble
 from services.csbench.cli import CLIError, CsbenchCLI, Settings
+from services.csbench.find import KIND, find_results_dirs
 from services.csbench.formats import Record, StatusLine
-from services.csbench.layout import DirReader, ResultsDir, find_results_dirs, read_bounded
+from services.csbench.layout import DirReader, ResultsDir, read_bounded
 from services.csbench.marks import Marks, read_marks
 from services.csbench.model import CampaignExperiment, CampaignFacts, PlanExperiment
 from services.csbench.submit import plan_experiment
@@ -36,7 +37,7 @@ def _records(rd: ResultsDir) -> list[tuple[str, Record]]:
 
 
 class _Base:
-    kind = assemble.KIND
+    kind = KIND
     trial_files = TRIAL_FILES
 
     def __init__(self, label: str) -> None:

@@ -29,8 +29,9 @@ from services.core.models import Experiment, State, TrialCounts, experiment_key
 from services.core.source import Source
 from services.csbench.actions import context as _context
 from services.csbench.actions import need_settings
-from services.csbench.assemble import KIND, join_names
+from services.csbench.assemble import join_names
 from services.csbench.cli import Settings
+from services.csbench.find import KIND
 from services.csbench.marks import SUBMIT, read_marks
 from services.csbench.model import PlanExperiment, PreflightItem, SubmitFacts, SubmitMark
 from services.csbench.plans import LocalConfig, PlanFile, read_config, read_plan

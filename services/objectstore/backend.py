@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from services.core.config import Config, StoreConfig
 from services.core.models import AuditReport, Experiment
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
-from services.objectstore.store import Bucket
+
+if TYPE_CHECKING:
+    from services.objectstore.store import Bucket
 
 NAME = "objectstore"
 SCHEMES: tuple[str, ...] = ("gs", "s3")

@@ -12,8 +12,10 @@ from services.core.config import Config, RockConfig
 from services.core.models import AuditReport, CheckStatus, Experiment
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
-from services.rock.formats import results_files
-from services.rock.source import RockCLISource, RockResultsSource
+from services.rock.find import results_files
+
+# Finding work dirs (find.py) takes a listing: Rock's formats and sources load only once a path
+# holds one.
 
 NAME = "rock"
 SCHEMES: tuple[str, ...] = ("rock",)
@@ -38,6 +40,8 @@ def open_url(spec: str, config: Config) -> Source:
         raise SourceUnavailable(spec, f"no [[rock]] entry named {name!r} in the config")
     if not (entry.job_config or entry.namespace or entry.experiment_id):
         raise SourceUnavailable(spec, f"[[rock]] {name!r} has no job_config or namespace/experiment_id for the CLI")
+    from services.rock.source import RockCLISource
+
     return RockCLISource(entry, config.policy, label=spec)
 
 
@@ -50,6 +54,8 @@ def _settings_for(workdir: str, config: Config) -> RockConfig | None:
 
 
 def open_path(path: str, config: Config) -> Source:
+    from services.rock.source import RockResultsSource
+
     p = os.path.abspath(os.path.expanduser(path))
     if os.path.isfile(p):  # results/<id>.json: that one experiment
         workdir = os.path.dirname(os.path.dirname(p))
@@ -84,6 +90,8 @@ def claims(path: str) -> bool:
 
 def configured(config: Config) -> list[Source]:
     """One source per `[[rock]]` part: its work dir, and its CLI runs when it has a locator."""
+    from services.rock.source import RockCLISource, RockResultsSource
+
     out: list[Source] = []
     for entry in config.rock:
         if entry.workdir:

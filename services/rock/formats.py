@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from services.core.models import State, TrialStatus
+from services.rock.find import results_files
 
 
 class _Lenient(BaseModel):
@@ -259,14 +260,6 @@ def run_state(raw: str | None, statuses: list[str]) -> State:
 
 class NoSuchExperiment(LookupError):
     pass
-
-
-def results_files(workdir: str | Path) -> list[Path]:
-    d = Path(workdir) / "results"
-    try:
-        return sorted(p for p in d.iterdir() if p.suffix == ".json" and p.is_file() and not p.name.startswith("."))
-    except OSError:
-        return []
 
 
 def resolve_experiment(workdir: str | Path, spec: str | None) -> Path:

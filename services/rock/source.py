@@ -28,6 +28,7 @@ from services.core.models import Experiment, Snapshot, SourceError, State, Trial
 from services.core.paths import UnsafePath, inside
 from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, TrialFile, no_progress
+from services.rock.find import results_files
 from services.rock.formats import (
     NoSuchExperiment,
     RegressionResults,
@@ -35,7 +36,6 @@ from services.rock.formats import (
     RockRun,
     RockRunJob,
     resolve_experiment,
-    results_files,
     run_config,
     run_state,
     task_status,
