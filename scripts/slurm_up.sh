@@ -2,7 +2,7 @@
 # Start a private single-node SLURM with accounting (munge, MariaDB, slurmdbd, slurmctld, slurmd)
 # under a temp dir, using packages already installed (scripts/ci_services.sh installs them).
 # Prints the SLURM_CONF path on the last line of stdout; everything else goes to stderr.
-# Stop it with: scripts/slurm_up.sh --stop DIR   (DIR = dirname of SLURM_CONF)
+# Stop it, and remove DIR, with: scripts/slurm_up.sh --stop DIR   (DIR = dirname of SLURM_CONF)
 set -eu
 
 if [ "${1:-}" = "--stop" ]; then
@@ -33,6 +33,8 @@ if [ "${1:-}" = "--stop" ]; then
     # slurmd waits for its steps; after 5 s it is told firmly
     # shellcheck disable=SC2086
     [ -n "${alive:-}" ] && kill -9 $alive 2>/dev/null
+    # the cluster's dir (its database, state and logs) goes with it; only one this script made
+    case "$dir" in /tmp/evaldesk-slurm.*) rm -rf "$dir" ;; esac
     exit 0
 fi
 
