@@ -412,12 +412,13 @@ class HarborScanner:
         return out
 
     def _materialize(self, order: dict[str, int]) -> list[Trial]:
+        """The trials of the summary's answer: the records of the very keys its census was
+        checked under, so the two agree. A file changed since is re-verified as any other is,
+        by the scans that follow (within verify_window_s)."""
         rels = list(order)
-        locs = [walk.loc_of(rel, posixpath.basename(rel), rk, ck) or walk.Loc(rel, posixpath.basename(rel))
-                for rel, (rk, ck) in zip(rels, walk.trial_keys(self.fs, [f"{self.job_dir}/{r}" for r in rels]),
-                                         strict=True)]
+        locs = [walk.loc_of_key(rel, key) for rel, key in order.items()]
         cached = self._from_cache(locs)
-        read: list[Trial] = []  # (changed or lost since the summary: read from the files)
+        read: list[Trial] = []  # (a record lost since the summary: read from the files)
         self._read([loc for loc in locs if loc.rel not in cached], self.fs.now(), read, [], no_progress)
         cached.update((t.path, t) for t in read)
         trials = [cached[rel] for rel in rels]

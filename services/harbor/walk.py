@@ -69,6 +69,14 @@ def running_key(ckey: Key) -> int:
     return -100 - (0 if ckey is None else ckey + 10)
 
 
+def loc_of_key(rel: str, key: int) -> "Loc":
+    """The Loc of a trial dir as a scan keyed it (running_key turned back for a running one)."""
+    name = rel.rsplit("/", 1)[-1]
+    if key > -100:
+        return Loc(rel, name, key)
+    return Loc(rel, name, None, None if key == -100 else -110 - key)
+
+
 def key_problem(name: str, key: int) -> str:
     """Why a file with a negative key cannot be read."""
     if key == BROKEN:

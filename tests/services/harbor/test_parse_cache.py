@@ -84,6 +84,31 @@ def test_a_second_process_reads_nothing_and_sees_the_same(tmp_path: Path) -> Non
     assert any(cache_dir().glob("scan-*.sqlite"))
 
 
+class _CountingFS(walk.LocalFS):
+    def __init__(self) -> None:
+        self.stats = 0
+
+    def stat(self, paths):  # type: ignore[no-untyped-def]
+        self.stats += len(paths)
+        return super().stat(paths)
+
+
+def test_the_trials_behind_a_census_answer_are_its_own_records_with_no_second_stat(tmp_path: Path) -> None:
+    d = _job(tmp_path)
+    truth = _figures(d, cache=False)
+    HarborSource(d).scan_sync()  # fills the cache, and the job's summary
+    src = HarborSource(d)
+    fs = src.walk_fs = _CountingFS()
+    exp = src.scan_sync().experiments[0]
+    assert "trials" not in exp.__dict__  # the summary's census answered
+    before = fs.stats
+    figures = (exp.counts, exp.score, exp.problems,
+               sorted((t.path, t.status, t.reward, t.exception_type, t.attempt, t.parse_error, t.started_at,
+                       t.n_input_tokens, t.mtime) for t in exp.trials))
+    assert fs.stats == before  # the trials come from the keys the census was checked under
+    assert figures == truth
+
+
 def test_the_cache_is_never_trusted_over_the_files(tmp_path: Path) -> None:
     d = _job(tmp_path)
     HarborSource(d).scan_sync()
