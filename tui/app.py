@@ -176,6 +176,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.snapshots: dict[str, Snapshot] = {}
         # rows shown from the last read (tui/last_read.py) until their source answers: key → read at
         self.cached_at: dict[str, datetime] = {}
+        self._kept_reads: dict[str, tuple[Experiment, ...]] = {}  # label → the experiments last kept of it
         self.audits: dict[str, AuditReport] = {}
         self._first_read_started = False  # the sources' first read, after the last read's rows
         # the notices raised and not yet expired or cleared, which each screen's notice line shows
@@ -553,7 +554,11 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         self.last_scan_seconds[label] = message.seconds
         for screen in self.screen_stack:
             screen.post_message(SnapshotUpdated(snap))
-        if not snap.errors or snap.experiments:
+        kept = self._kept_reads.get(label)
+        same = kept is not None and len(kept) == len(snap.experiments) and all(
+            a is b for a, b in zip(kept, snap.experiments, strict=True))  # (an unchanged job's scan gives it back)
+        if (not snap.errors or snap.experiments) and not same:
+            self._kept_reads[label] = tuple(snap.experiments)
             self.run_worker(lambda: self._keep_last_read(label, snap), thread=True, name=f"keep {label}",
                             group=f"last-read-{label}", exit_on_error=False)
         source = self._sources_by_label.get(label)
