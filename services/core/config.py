@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from services.core.policy import Policy
 from services.core.xdg import config_file
@@ -108,9 +108,18 @@ class StoreConfig(BaseModel):
     region: str | None = None
     project: str | None = None
     poll_interval_s: float | None = None
+    # S3 takes parts of 5 MiB to 5 GiB (GCS copies by rewrite, in as many calls as it asks for)
+    copy_part_mib: int | None = Field(None, ge=5, le=5120, description="S3: a copy of an object over 5 GiB goes in "
+                                      "parts of this many MiB (default 512)")
     commands: CommandConfig | None = Field(None, description="resume: e.g. the launcher with the same --job_name")
     status: CommandTemplate | None = Field(None, description="prints CSV `job,state` rows from the launcher's jobs "
                                            "table; without it a job's state comes from its aggregate")
+
+    @model_validator(mode="after")
+    def _parts_are_s3s(self) -> StoreConfig:
+        if self.copy_part_mib is not None and not self.url.startswith("s3://"):
+            raise ValueError("copy_part_mib is for s3:// stores (GCS copies a large object by rewrite)")
+        return self
 
 
 class LeaderboardTables(BaseModel):

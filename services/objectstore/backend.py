@@ -42,9 +42,10 @@ def open_store(sc: StoreConfig, config: Config) -> Source:
 
             bucket = GCSBucket(name, sc.endpoint, sc.project)
         else:
-            from services.objectstore.s3 import S3Bucket
+            from services.objectstore.s3 import PART, S3Bucket
 
-            bucket = S3Bucket(name, sc.endpoint, sc.region)
+            part = PART if sc.copy_part_mib is None else sc.copy_part_mib << 20
+            bucket = S3Bucket(name, sc.endpoint, sc.region, part_size=part)
     except ImportError as exc:
         raise SourceUnavailable(sc.url, f"{exc.name} is not installed: pip install 'evaldesk[cloud]'") from None
     except Exception as exc:  # the library found no credentials, or a bad endpoint

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from services.audit.verdict import audit_experiment
 from services.core.config import Config, StoreConfig
 from services.core.registry import open_source, open_sources
@@ -104,6 +106,22 @@ def test_one_job_by_its_own_prefix_and_a_config_entry(store: Emulator, tmp_path:
     sources, errors = open_all([], config)
     assert not errors
     assert [s.label for s in sources] == ["iris"]
+
+
+def test_a_config_entrys_copy_part_size_reaches_the_s3_bucket(store: Emulator) -> None:
+    from pydantic import ValidationError
+
+    from services.core.registry import open_all
+
+    if store.scheme != "s3":
+        with pytest.raises(ValidationError, match="copy_part_mib is for s3://"):
+            StoreConfig(url=store.url(PREFIX), copy_part_mib=64)
+        return
+    config = Config(scan_cache=False, stores=[StoreConfig(url=store.url(PREFIX), copy_part_mib=64)])
+    (source,), errors = open_all([], config)
+    assert not errors and source.bucket.part_size == 64 << 20  # type: ignore[attr-defined]
+    (default,), _ = open_all([], Config(scan_cache=False, stores=[StoreConfig(url=store.url(PREFIX))]))
+    assert default.bucket.part_size == 512 << 20  # type: ignore[attr-defined]
 
 
 def test_a_missing_prefix_or_bucket_is_a_clear_error(store: Emulator) -> None:
