@@ -87,10 +87,11 @@ def open_path(path: str, config: Config) -> Source:
 
 def find_local(path: str, config: Config) -> list[Source]:
     """One source for the csbench results dirs in `path` (itself, or its children)."""
-    if not find_results_dirs(path):
+    found = find_results_dirs(path)
+    if not found:
         return []
-    skip, _ = _owned(config)
-    return [open_path(path, config)] if find_results_dirs(path, skip) else []
+    skip, _ = _owned(config)  # (the campaigns the campaign source reads are not read twice)
+    return [open_path(path, config)] if os.path.abspath(path) not in skip and set(found) - skip else []
 
 
 def claims(path: str) -> bool:
