@@ -8,7 +8,7 @@ import os
 
 KIND = "csbench"  # the Experiment.source of what it finds
 MAX_JSON_BYTES = 32 * 1024 * 1024
-# csbench's domain dirs of a results dir (clousight-bench 0.7 domains/)
+# csbench's domain dirs of a results dir: each DomainPack's `domain` (tests/services/csbench/test_contract.py)
 DOMAINS = ("agent-runtime", "data-warehouse", "key-value", "llm", "transactional-db")
 
 

@@ -1,5 +1,5 @@
 """evaldesk does not import clousight-bench at run time: the words and figures it mirrors from
-csbench (services/csbench/formats.py) are checked here against the installed package's own."""
+csbench (services/csbench/formats.py, find.py) are checked here against the installed package's own."""
 
 from __future__ import annotations
 
@@ -7,13 +7,28 @@ import subprocess
 
 import pytest
 
-from services.csbench import formats
+from services.csbench import find, formats
 from tests.support.csbench_fixtures import csbench_exe
 
 
 @pytest.fixture(autouse=True)
 def _csbench() -> None:
     csbench_exe()
+
+
+def test_the_domain_dirs_a_results_dir_is_found_by() -> None:
+    import importlib
+    import pkgutil
+
+    from clousight_bench import domains
+    from clousight_bench.core.plugin import DomainPack
+
+    packs = set()
+    for m in pkgutil.iter_modules(domains.__path__):
+        mod = importlib.import_module(f"{domains.__name__}.{m.name}")
+        packs |= {v.domain for v in vars(mod).values()
+                  if isinstance(v, type) and issubclass(v, DomainPack) and v is not DomainPack}
+    assert set(find.DOMAINS) == packs
 
 
 def test_run_plan_words() -> None:
