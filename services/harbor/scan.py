@@ -415,8 +415,9 @@ class HarborScanner:
         """The trials of the summary's answer: the records of the very keys its census was
         checked under, so the two agree. A file changed since is re-verified as any other is,
         by the scans that follow (within verify_window_s)."""
-        rels = list(order)
-        locs = [walk.loc_of_key(rel, key) for rel, key in order.items()]
+        items = list(order.items())  # (one call: a scan in another thread may be changing the keys)
+        rels = [rel for rel, _ in items]
+        locs = [walk.loc_of_key(rel, key) for rel, key in items]
         cached = self._from_cache(locs)
         read: list[Trial] = []  # (a record lost since the summary: read from the files)
         self._read([loc for loc in locs if loc.rel not in cached], self.fs.now(), read, [], no_progress)
