@@ -10,8 +10,8 @@ Two layouts hold records:
     <dest>/                            csbench fetch CID --dest <dest>
       <task_id>--<run_id>.json         one record per completed task (no artifacts)
 
-Which dirs are results dirs is the backend's question (services/csbench/backend.py), answered
-with a few `stat`s. Every read here is bounded and never follows a fifo.
+Which dirs are results dirs is find.py's question, answered with a few `stat`s. Every read here
+is bounded and never follows a fifo.
 """
 
 from __future__ import annotations

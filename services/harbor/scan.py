@@ -415,14 +415,13 @@ class HarborScanner:
         """The trials of the summary's answer: the records of the very keys its census was
         checked under, so the two agree. A file changed since is re-verified as any other is,
         by the scans that follow (within verify_window_s)."""
-        items = list(order.items())  # (one call: a scan in another thread may be changing the keys)
-        rels = [rel for rel, _ in items]
-        locs = [walk.loc_of_key(rel, key) for rel, key in items]
+        # (the keys taken in one call: a scan in another thread may be changing them)
+        locs = [walk.loc_of_key(rel, key) for rel, key in list(order.items())]
         cached = self._from_cache(locs)
         read: list[Trial] = []  # (a record lost since the summary: read from the files)
         self._read([loc for loc in locs if loc.rel not in cached], self.fs.now(), read, [], no_progress)
         cached.update((t.path, t) for t in read)
-        trials = [cached[rel] for rel in rels]
+        trials = [cached[loc.rel] for loc in locs]
         collapse_copies(trials)
         number_attempts(trials)
         return trials
