@@ -13,7 +13,8 @@ baseline and evaldesk alike; the ratio is what is compared with its target.
   on the same files.
 - colddisk (root only, not in the default run): the same on a 100k-trial job with the page cache
   dropped before each run (`sync; echo 3 > /proc/sys/vm/drop_caches`), as GPFS and NFS always
-  are.
+  are; beside it, the same without hinting each next batch's files to the kernel, and reading
+  every file one at a time.
 - poll: one console poll (scan + audit + running-log probe + monitor feed) of a running
   100k-trial job after 10 of its running trials finished since the last poll.
 - remote: round trips and bytes of an unchanged refresh of 100k trials over SSH (an asyncssh server
@@ -127,6 +128,10 @@ def _drop_caches() -> None:
 ONE_AT_A_TIME = [sys.executable, "-c", "import services.harbor.walk as w; w.SLOW_S = float('inf'); "
                  "from tui.cli import entry; entry()"]
 
+# evaldesk with the same walk, never hinting a batch's files to the kernel ahead of their read
+NO_HINT = [sys.executable, "-c", "import services.harbor.walk as w; w.LocalFS.prefetch = lambda self, paths: None; "
+           "from tui.cli import entry; entry()"]
+
 
 def _bytes_only(job: Path) -> float:
     """Every result.json's bytes read by walk.READERS threads, nothing else: this disk's best."""
@@ -157,21 +162,24 @@ def bench_colddisk(base: Path, repeat: int) -> None:
     args = ["--batch", "audit", str(job), "--format", "json"]
     evaldesk = [sys.executable, "-m", "tui.cli", *args]
     one_at_a_time = [*ONE_AT_A_TIME, *args]
+    no_hint = [*NO_HINT, *args]
     runbook = [sys.executable, str(loop), str(job)]
     loops: list[float] = []
     firsts: list[float] = []
     serials: list[float] = []
+    unhinted: list[float] = []
     raw: list[float] = []
     for _ in range(max(1, repeat // 2)):
         raw.append(_bytes_only(job))
-        for cmd, into in ((runbook, loops), (evaldesk, firsts), (one_at_a_time, serials)):
+        for cmd, into in ((runbook, loops), (evaldesk, firsts), (no_hint, unhinted), (one_at_a_time, serials)):
             cache = tempfile.mkdtemp(prefix="evaldesk-cache-", dir=base)
             _drop_caches()
             into.append(_timed(cmd, _env(XDG_CACHE_HOME=cache)))
             shutil.rmtree(cache, ignore_errors=True)
-    lo, fi, se, by = (statistics.median(x) for x in (loops, firsts, serials, raw))
+    lo, fi, nh, se, by = (statistics.median(x) for x in (loops, firsts, unhinted, serials, raw))
     print(f"  100k trials, page cache dropped before each, medians of {len(loops)}: json.load loop {lo:.1f} s, "
-          f"evaldesk first run {fi:.1f} s ({se:.1f} s reading one file at a time: {se / lo:.2f}x); "
+          f"evaldesk first run {fi:.1f} s ({nh:.1f} s without hinting the next batch to the kernel: "
+          f"{nh / lo:.2f}x; {se:.1f} s reading one file at a time: {se / lo:.2f}x); "
           f"the bytes alone, as many threads: {by:.1f} s ({by / lo:.2f}x)", flush=True)
     row("--batch audit, 100k trials, first read, cold disk", f"{fi / lo:.2f}x the loop ({fi:.1f} s)",
         "<= 0.3x the json.load loop", fi / lo <= 0.3)

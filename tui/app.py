@@ -71,6 +71,12 @@ from widgets.notice_line import NoticeLine
 
 DEMO_LABEL = "demo"
 TRIM_MIN_TRIALS = 20_000
+
+
+def _trials_counted(exp: Experiment) -> int:
+    # from the census: asking for len(exp.trials) would read lazily kept trials on the UI thread
+    c = exp.counts
+    return c.total + c.running + c.copies
 LOG_LIMIT = 500
 OUTPUT_LIMIT = 4000  # chunks of a command's output kept for its log view
 COMMAND_RESCAN_S = 2.0  # while a command runs, its source is read at most this often
@@ -575,7 +581,7 @@ class EvaldeskApp(RecoveryFlow, App[int]):
         # 100k parsed trials stay alive between scans; a full cyclic GC over them stalls a key
         # press by ~0.5 s, so what exists now is moved out of the collector's generations
         gc.freeze()
-        if label not in self._trimmed and sum(len(e.trials) for e in snap.experiments) >= TRIM_MIN_TRIALS:
+        if label not in self._trimmed and sum(_trials_counted(e) for e in snap.experiments) >= TRIM_MIN_TRIALS:
             # the first big read leaves freed heap pages that glibc keeps: hand them back once
             self._trimmed.add(label)
             give_back_memory()

@@ -300,6 +300,8 @@ class HarborScanner:
         by_path = self.index.by_path
         for i in range(0, len(to_read), READ_BATCH):
             part = to_read[i: i + READ_BATCH]
+            # (the next batch's files come off a cold disk while this one is parsed)
+            walk.prefetch_trials(self.fs, self.job_dir, to_read[i if i == 0 else i + READ_BATCH: i + 2 * READ_BATCH])
             put: list[tuple[str, bytes, bytes]] = []
             for loc, (result, config) in zip(part, walk.read_trials(self.fs, self.job_dir, part), strict=True):
                 trial = trial_of(loc, result, config)

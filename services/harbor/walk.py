@@ -157,15 +157,18 @@ def stat_local(path: str) -> Key:
             else A_DIR if stat.S_ISDIR(st.st_mode) else ODD)
 
 
-def overlapped(fn: Any, paths: Sequence[str]) -> List[Any]:
-    """fn of each path, in order. When the first answers come from the disk rather than the page
-    cache (GPFS and NFS always, a local disk after a reboot), the rest are asked READERS at a
-    time so that their waits overlap; from the page cache, one at a time is faster."""
+def overlapped(fn: Any, paths: Sequence[str]) -> Tuple[List[Any], Optional[bool]]:
+    """fn of each path, in order, and whether the disk was found slow (None: too few paths to
+    tell). When the first answers come from the disk rather than the page cache (GPFS and NFS
+    always, a local disk after a reboot), the rest are asked READERS at a time so that their
+    waits overlap; from the page cache, one at a time is faster."""
     head = min(len(paths), PROBE)
     t = time.monotonic()
     out = [fn(p) for p in paths[:head]]
-    if len(paths) == head or time.monotonic() - t < head * SLOW_S:
-        return out + [fn(p) for p in paths[head:]]
+    if len(paths) == head:
+        return out, None
+    if time.monotonic() - t < head * SLOW_S:
+        return out + [fn(p) for p in paths[head:]], False
     pool = ThreadPoolExecutor(READERS)
     parts = [pool.submit(lambda part: [fn(p) for p in part], paths[i:i + PROBE])
              for i in range(head, len(paths), PROBE)]
@@ -178,7 +181,7 @@ def overlapped(fn: Any, paths: Sequence[str]) -> List[Any]:
         raise OSError(errno.ETIMEDOUT, "the disk did not answer for %d s" % STUCK_S) from None
     finally:
         pool.shutdown(wait=False)
-    return out
+    return out, True
 
 
 class LocalFS(object):
@@ -207,11 +210,34 @@ class LocalFS(object):
                 out.append(exc.strerror or str(exc))
         return out
 
+    def __init__(self) -> None:
+        self.cold = False  # the last stat that could tell found the disk slow: prefetch() hints it
+
     def stat(self, paths: Sequence[str]) -> List[Key]:
-        return overlapped(stat_local, paths)
+        out, slow = overlapped(stat_local, paths)
+        if slow is not None:
+            self.cold = slow
+        return out
 
     def read(self, paths: Sequence[str]) -> List[Read]:
-        return overlapped(read_local, paths)
+        return overlapped(read_local, paths)[0]
+
+    def prefetch(self, paths: Sequence[str]) -> None:
+        """On a cold disk, have the kernel start reading these files now, without waiting for
+        them: read while the files before them are parsed, they come from the page cache."""
+        if not self.cold or not hasattr(os, "posix_fadvise"):
+            return
+        for path in paths:
+            try:
+                fd = os.open(path, _OPEN)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
     def realpath(self, path: str) -> str:
         return os.path.realpath(path)
@@ -379,6 +405,20 @@ def read_trials(fs: Any, job: str, locs: Sequence[Loc]) -> List[Tuple[Read, Read
     readable = [i for i in want if (locs[i].ckey or -1) >= 0]
     configs = dict(zip(readable, fs.read([_join(job, locs[i].rel, "config.json") for i in readable])))
     return [(results.get(i, none), configs.get(i, none)) for i in range(len(locs))]
+
+
+def prefetch_trials(fs: Any, job: str, locs: Sequence[Loc]) -> None:
+    """Tell a walk FS that can take the hint (LocalFS) which trial files read_trials will read
+    next: each result.json, or config.json where there is none yet."""
+    prefetch = getattr(fs, "prefetch", None)
+    if prefetch is None or not locs:
+        return
+    paths = []  # type: List[str]
+    for loc in locs:
+        key = loc.rkey if loc.rkey is not None else loc.ckey
+        if loc.error is None and key is not None and key >= 0:
+            paths.append(_join(job, loc.rel, "result.json" if loc.rkey is not None else "config.json"))
+    prefetch(paths)
 
 
 def named(entries: List[Entry], names: Any) -> List[Entry]:

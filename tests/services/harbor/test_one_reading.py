@@ -15,7 +15,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from services.core.models import Snapshot
 from services.core.policy import DEFAULT_BENIGN
-from services.harbor import walk
+from services.harbor import scan, walk
 from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
 from services.transport.ssh import HostSpec, SSHPool
@@ -283,6 +283,54 @@ async def test_every_reading_of_a_run_is_the_oracles(ssh_server: InProcessSSHSer
         await sftp.close()
         await pool.close()
         await warm.close()
+
+
+class _Hinted(walk.LocalFS):
+    """This disk, with the order of what the scanner hinted and read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, str]] = []
+
+    def prefetch(self, paths: Sequence[str]) -> None:
+        self.events += [("hint", p) for p in paths]
+        super().prefetch(paths)
+
+    def read(self, paths: Sequence[str]) -> list[walk.Read]:
+        self.events += [("read", p) for p in paths]
+        return super().read(paths)
+
+
+@pytest.mark.parametrize("cold", [True, False], ids=["cold disk", "page cache"])
+def test_on_a_cold_disk_each_batch_of_trial_files_is_hinted_to_the_kernel_before_it_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cold: bool) -> None:
+    job = write_job(tmp_path / "jobs", [Draft("valid", f"t{i}") for i in range(7)] + [Draft("running", "r")])
+    monkeypatch.setattr(scan, "READ_BATCH", 3)
+    advised: list[int] = []
+    real = os.posix_fadvise
+    def fadvise(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append(fd)
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", fadvise)
+    if cold:
+        _as_a_slow_disk(monkeypatch)
+    src = HarborSource(tmp_path / "jobs", cache=False)
+    src.walk_fs = fs = _Hinted()
+    snap = src.scan_sync()
+    assert snap.experiments[0].counts.valid == 7 and snap.experiments[0].counts.running == 1
+    own = {f"{job}/{n}" for n in walk.JOB_FILES}
+    reads = [p for e, p in fs.events if e == "read" and p not in own]  # (the trials' files)
+    if not cold:
+        assert advised == [] and fs.cold is False
+        return
+    first_read = {p: fs.events.index(("read", p)) for p in reads}
+    hinted = {p: fs.events.index(("hint", p)) for e, p in fs.events if e == "hint"}
+    assert set(hinted) == set(reads) and len(hinted) == 8
+    assert all(hinted[p] < first_read[p] for p in hinted)
+    # the second batch was hinted before the first one was read, to come in while it is parsed
+    assert hinted[reads[3]] < first_read[reads[0]]
+    assert len(advised) == len(hinted)
 
 
 def test_a_settled_dir_is_listed_afresh_whenever_its_entries_change(tmp_path: Path,
