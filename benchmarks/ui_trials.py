@@ -66,8 +66,8 @@ def synthetic_experiment(n: int, seed: int = 3) -> Experiment:
             n_input_tokens=rng.randint(10_000, 900_000), n_cache_tokens=None,
             n_output_tokens=rng.randint(1_000, 40_000), cost_usd=rng.uniform(0.01, 1.0),
             model_name="m", agent_name="a", source="s", mtime=None, attempt=1 + i % 3, copy_of=None))
-    return Experiment.model_construct(id=f"synthetic-{n}", source="harbor", source_label="bench",
-                                      path="/nonexistent/synthetic", trials=trials)
+    return Experiment(id=f"synthetic-{n}", source="harbor", source_label="bench", path="/nonexistent/synthetic",
+                      trials=trials)
 
 
 class _Source:

@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 from textual.worker import WorkerCancelled, WorkerFailed  # noqa: E402
 
 from services.core.config import Config  # noqa: E402
+from services.core.plain import validate  # noqa: E402
 from services.core.times import DEMO_NOW  # noqa: E402
 from services.core.xdg import data_dir  # noqa: E402
 
@@ -230,7 +231,7 @@ def settle_mtimes(root: Path, since: float) -> None:
 def make_app(demo: Path, overrides: dict[str, Any]) -> Any:
     from tui.app import EvaldeskApp, demo_sources
 
-    config = Config.model_validate(overrides)
+    config = validate(Config, overrides)
     return EvaldeskApp(demo_sources(config, demo), config, False, now=NOW, poll=False, cursor_blink=False,
                        baseline_dirs=[str(demo / "baselines")])
 

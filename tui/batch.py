@@ -27,6 +27,7 @@ from services.core.models import (
     Trial,
     TrialStatus,
 )
+from services.core.plain import dump
 from services.core.registry import open_sources
 from services.core.source import Source, SourceUnavailable
 from services.core.text import SafeLines, dumps, term_safe
@@ -116,7 +117,7 @@ def cell(value: object) -> Text:
 
 
 def report_json(r: AuditReport) -> dict[str, Any]:
-    data = r.model_dump(mode="json")
+    data = dump(r, json=True)
     data["checks"] = [
         {"id": c.id, "status": c.status.value, "evidence": c.evidence, "action": c.action} for c in r.checks
     ]

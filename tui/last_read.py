@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from services.core.models import AuditReport, Experiment, experiment_key
+from services.core.plain import dump, validate
 from services.core.statefile import dump_json, read_json, write_atomic
 from services.core.xdg import state_dir
 
@@ -37,8 +38,8 @@ def load(labels: list[str]) -> dict[str, tuple[datetime, list[Experiment], dict[
             continue
         try:
             at = datetime.fromisoformat(kept["taken_at"])
-            exps = [Experiment.model_validate(e) for e in kept["experiments"]]
-            audits = {k: AuditReport.model_validate(v) for k, v in kept.get("audits", {}).items()}
+            exps = [validate(Experiment, e) for e in kept["experiments"]]
+            audits = {k: validate(AuditReport, v) for k, v in kept.get("audits", {}).items()}
         except (KeyError, TypeError, ValueError):
             continue  # a file from another version, or hand-edited: read the sources instead
         out[label] = (at, exps, audits)
@@ -49,8 +50,8 @@ def save(label: str, taken_at: datetime, experiments: list[Experiment], audits: 
     """Keep one source's read, replacing its last one."""
     entry: dict[str, Any] = {
         "version": VERSION, "label": label, "taken_at": taken_at.isoformat(),
-        "experiments": [e.model_dump(mode="json") for e in experiments],
-        "audits": {experiment_key(e): audits[experiment_key(e)].model_dump(mode="json")
+        "experiments": [dump(e, json=True) for e in experiments],
+        "audits": {experiment_key(e): dump(audits[experiment_key(e)], json=True)
                    for e in experiments if experiment_key(e) in audits}}
     target = path(label)
     os.makedirs(os.path.dirname(target), exist_ok=True)

@@ -78,5 +78,6 @@ class TaskInfo(BaseModel):
     launched_at: datetime | None = None
 
 
+@dataclass(kw_only=True)
 class TaskExperiment(Experiment):
     task: TaskInfo

@@ -27,6 +27,7 @@ from services.aisbench.table import LOCAL, TableError, TaskTable
 from services.aisbench.taskdir import container_name
 from services.aisbench.view import ViewFS, results_view
 from services.core.models import Experiment, Snapshot, SourceError, Trial
+from services.core.plain import copy_with
 from services.core.results import ResultView
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, TrialFile
 from services.transport.fs import FileStat, JobFS
@@ -97,9 +98,8 @@ class AISBenchSource:
         now = datetime.now(UTC)
         self.failing_since = self.failing_since or now
         err = SourceError(source=self.label, where=exc.where, message=exc.message)
-        stale = [e.model_copy(update={"stale_since": self.failing_since}) for e in self.last_good.experiments]
-        return self.last_good.model_copy(update={"experiments": stale, "taken_at": now,
-                                                 "errors": [*self.last_good.errors, err]})
+        stale = [copy_with(e, stale_since=self.failing_since) for e in self.last_good.experiments]
+        return copy_with(self.last_good, experiments=stale, taken_at=now, errors=[*self.last_good.errors, err])
 
     async def _scan(self, progress: ProgressFn | None) -> Snapshot:
         fs = self._fs

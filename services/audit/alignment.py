@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pydantic import BaseModel, Field
-
 from services.audit.context import AuditContext
 from services.core.alignment import Alignment, Drift, align_trials, config_drift, fmt_value
 from services.core.baselines import Baseline, pick_baseline
@@ -23,7 +21,8 @@ TITLE = "Aligned with the baseline"
 TOP_GAPS = 5
 
 
-class AlignmentResult(BaseModel):
+@dataclass(kw_only=True)
+class AlignmentResult:
     """Everything the check, the report and the JSON output say about one run's alignment."""
 
     baseline: str
@@ -31,7 +30,7 @@ class AlignmentResult(BaseModel):
     baseline_source: str | None = None
     alignment: Alignment | None = None
     ci: tuple[float, float] | None = None
-    drift: list[Drift] = Field(default_factory=list)
+    drift: list[Drift] = field(default_factory=list)
     status: CheckStatus = CheckStatus.skip
     evidence: str = ""
     action: str | None = None

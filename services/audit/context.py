@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Protocol
 
 from services.core.models import AuditReport, Check, CheckStatus, Experiment
+from services.core.plain import copy_with
 from services.core.policy import Policy
 
 
@@ -47,7 +48,7 @@ def enrich(report: AuditReport, exp: Experiment, policy: Policy, now: datetime,
             else:
                 checks[at] = new
         notes += e.notes(exp, report)
-    return report.model_copy(update={"checks": checks, "notes": notes})
+    return copy_with(report, checks=checks, notes=notes)
 
 
 def failing(report: AuditReport) -> list[Check]:

@@ -29,6 +29,7 @@ from services.audit.context import AuditContext, enrich
 from services.core.attempts import select_keep
 from services.core.census import Census, take_census
 from services.core.models import AuditReport, Check, Experiment, State, Verdict, report_trials
+from services.core.plain import copy_with
 from services.core.policy import Policy
 
 
@@ -253,5 +254,5 @@ def decided(report: AuditReport, policy: Policy) -> AuditReport:
             d.verdict, "decide what to re-run (the verdict says how)")
         notes.insert(0, f"{policy.completeness_rule()}: {again}, never register; if a partial row was already "
                      "registered, de-register that one row.")
-    return report.model_copy(update={"verdict": d.verdict, "reason": d.reason, "decided_by": d.decided_by,
-                                     "fix": d.fix, "ask": d.ask, "notes": notes})
+    return copy_with(report, verdict=d.verdict, reason=d.reason, decided_by=d.decided_by, fix=d.fix, ask=d.ask,
+                     notes=notes)

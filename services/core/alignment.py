@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-
-from pydantic import BaseModel, Field
+from dataclasses import dataclass, field
 
 from services.core.baselines import Baseline, ConfigValue
 from services.core.models import Trial, TrialStatus
@@ -52,22 +51,24 @@ def outcomes_by_task(trials: Iterable[Trial]) -> dict[str, list[float]]:
     return by_task
 
 
-class TaskGap(BaseModel):
+@dataclass(kw_only=True)
+class TaskGap:
     task: str
     expected: float
     actual: float
     attempts: int
 
 
-class Alignment(BaseModel):
+@dataclass(kw_only=True)
+class Alignment:
     """Actual vs expected, on the attempts that have finished."""
 
     baseline: str
-    expected: float = Field(description="expected rate over the compared attempts")
+    expected: float = field(metadata={"description": "expected rate over the compared attempts"})
     actual: float
-    compared: int = Field(description="finished attempts compared")
+    compared: int = field(metadata={"description": "finished attempts compared"})
     expected_overall: float | None = None
-    gaps: list[TaskGap] = Field(default_factory=list, description="tasks furthest below expectation")
+    gaps: list[TaskGap] = field(default_factory=list, metadata={"description": "tasks furthest below expectation"})
 
     @property
     def ci(self) -> tuple[float, float] | None:
@@ -123,13 +124,14 @@ def align_trials(baseline: Baseline, trials: Iterable[Trial], top: int = 10) -> 
     return align(baseline, by_task, successes, finished, top)
 
 
-class Drift(BaseModel):
+@dataclass(kw_only=True)
+class Drift:
     """One config field compared: what the baseline was obtained with, what the run used."""
 
     field: str
     expected: ConfigValue
     actual: ConfigValue
-    known: bool = Field(True, description="False when the run does not record this field")
+    known: bool = True  # False when the run does not record this field
 
     @property
     def differs(self) -> bool:

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from services.core.config import Config
 from services.core.models import Experiment
+from services.core.plain import validate
 from services.core.xdg import default_baselines_dir
 
 ConfigValue = str | float | int | bool | None
@@ -54,33 +55,27 @@ def bare_model(name: str | None) -> str:
     return (name or "").rstrip("/").rsplit("/", 1)[-1].lower()
 
 
-class Baseline(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+@dataclass(kw_only=True)
+class Baseline:
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "ignore"}
 
     name: str = ""
     benchmark: str | None = None
     model: str | None = None
     source: str | None = None
-    pass_rate: float | None = Field(
-        None, ge=0, le=1, validation_alias=AliasChoices("pass_rate", "score", "expected_score"))
-    n: int | None = Field(None, ge=1, description="attempts behind the expected score")
-    config: dict[str, ConfigValue] = Field(default_factory=dict)
-    tasks: dict[str, float] = Field(default_factory=dict)
-    path: str | None = Field(None, description="the file it was read from")
+    # a file may call it "score" or "expected_score" (parse_baseline)
+    pass_rate: float | None = field(default=None, metadata={"ge": 0, "le": 1})
+    n: int | None = field(default=None, metadata={"ge": 1, "description": "attempts behind the expected score"})
+    config: dict[str, ConfigValue] = field(default_factory=dict)
+    tasks: dict[str, float] = field(default_factory=dict)
+    path: str | None = field(default=None, metadata={"description": "the file it was read from"})
 
-    @field_validator("tasks")
-    @classmethod
-    def _rewards_in_range(cls, v: dict[str, float]) -> dict[str, float]:
-        for task, reward in v.items():
+    def __post_init__(self) -> None:
+        for task, reward in self.tasks.items():
             if not math.isfinite(reward) or not 0 <= reward <= 1:
                 raise ValueError(f"expected reward of {task!r} is {reward}, not in [0, 1]")
-        return v
-
-    @model_validator(mode="after")
-    def _has_numbers(self) -> Baseline:
         if self.pass_rate is None and not self.tasks:
             raise ValueError('needs "pass_rate" (a fraction) or "tasks" ({task: expected reward})')
-        return self
 
     def applies_to(self, exp: Experiment) -> bool:
         if self.model and bare_model(self.model) != bare_model(exp.model):
@@ -115,8 +110,13 @@ def parse_baseline(data: bytes, name: str, where: str = "baseline") -> Baseline:
         raise BaselineError(f"{where}: holds a JSON {type(raw).__name__}, not an object")
     raw.setdefault("name", name)
     raw["path"] = where if where != "baseline" else None
+    for alias in ("score", "expected_score"):
+        if "pass_rate" not in raw and alias in raw:
+            raw["pass_rate"] = raw.pop(alias)
+    from pydantic import ValidationError
+
     try:
-        return Baseline.model_validate(raw)
+        return validate(Baseline, raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first.get("loc", ()))

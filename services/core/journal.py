@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from services.core.models import JournalEntry
+from services.core.plain import dump, validate
 from services.core.text import dumps
 from services.core.xdg import state_dir
 
@@ -34,8 +35,8 @@ class Journal:
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # a path need not be UTF-8 (a job dir named with other bytes): `dumps` writes it as a
-        # \udcXX escape where pydantic's own JSON writer refuses it, and the write would be lost
-        line = dumps(entry.model_dump(mode="json"), separators=(",", ":")) + "\n"
+        # \udcXX escape where a strict JSON writer refuses it, and the write would be lost
+        line = dumps(dump(entry, json=True), separators=(",", ":")) + "\n"
         # O_APPEND keeps concurrent writers from interleaving within a line
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -52,8 +53,8 @@ class Journal:
         for line in self.path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 try:
-                    # Python's json reads \udcXX escapes back as the bytes they were; pydantic's does not
-                    out.append(JournalEntry.model_validate(json.loads(line)))
+                    # Python's json reads \udcXX escapes back as the bytes they were
+                    out.append(validate(JournalEntry, json.loads(line)))
                 except ValueError:
                     continue  # a torn last line after a crash; the rest stays readable
         return out

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from services.core.plain import EXCLUDE
 
 # the parse note of a trial that ended with neither a reward nor an exception: errored, but
 # not "unreadable" (its result.json parsed fine)
@@ -97,8 +97,9 @@ class Trial:
         return out
 
 
-class TrialCounts(BaseModel):
-    total: int = Field(0, description="finished attempts (unique trial names)")
+@dataclass(kw_only=True)
+class TrialCounts:
+    total: int = field(default=0, metadata={"description": "finished attempts (unique trial names)"})
     valid: int = 0
     errored: int = 0
     running: int = 0
@@ -106,66 +107,72 @@ class TrialCounts(BaseModel):
     expected: int | None = None
     n_rep: int | None = None
     max_attempts_per_task: int = 0
-    copies: int = Field(0, description="staged copies collapsed into their original")
+    copies: int = field(default=0, metadata={"description": "staged copies collapsed into their original"})
 
 
-class Experiment(BaseModel):
+def _doc(text: str, **more: Any) -> dict[str, Any]:
+    return {"description": text, **more}
+
+
+@dataclass(kw_only=True)
+class Experiment:
     """One eval run (a Harbor job dir, a rock experiment, a campaign …)."""
 
     id: str
-    source: str = Field(description="source kind: harbor, harbor+ssh, rock, …")
-    source_label: str = Field("", description="where it was read from, for people")
+    source: str = field(metadata=_doc("source kind: harbor, harbor+ssh, rock, …"))
+    source_label: str = field(default="", metadata=_doc("where it was read from, for people"))
     path: str = ""
     state: State = State.pending
     state_raw: str = ""
     model: str | None = None
-    model_hf_name: str | None = Field(None, description="the real model name from the run's eval config")
+    model_hf_name: str | None = field(default=None, metadata=_doc("the real model name from the run's eval config"))
     benchmark: str | None = None
-    benchmark_from_dir: str | None = Field(None, description="leading segment of the run dir name")
+    benchmark_from_dir: str | None = field(default=None, metadata=_doc("leading segment of the run dir name"))
     benchmark_size: int | None = None
     n_rep: int | None = None
     n_rep_source: Literal["config", "default", "unknown"] = "unknown"
-    planned_trials: int | None = Field(None, description="n_total_trials from the job result")
+    planned_trials: int | None = field(default=None, metadata=_doc("n_total_trials from the job result"))
     score: float | None = None
     eval_key: str | None = None
     started_at: datetime | None = None
     updated_at: datetime | None = None
     finished_at: datetime | None = None
     scheduler_job_id: str | None = None
-    scheduler_state: str | None = Field(None, description="SLURM's own word, e.g. COMPLETED")
+    scheduler_state: str | None = field(default=None, metadata=_doc("SLURM's own word, e.g. COMPLETED"))
     inference_timeout_s: float | None = None
-    run_config: dict[str, str | float | int | bool | None] = Field(
-        default_factory=dict, description="settings the score depends on (model, image, split, temperature …): "
-        "what baseline alignment compares field by field")
-    counts: TrialCounts = Field(default_factory=TrialCounts)
+    run_config: dict[str, str | float | int | bool | None] = field(
+        default_factory=dict, metadata=_doc("settings the score depends on (model, image, split, temperature …): "
+                                            "what baseline alignment compares field by field"))
+    counts: TrialCounts = field(default_factory=TrialCounts)
     n_input_tokens: int | None = None
     n_output_tokens: int | None = None
     cost_usd: float | None = None
-    problems: list[str] = Field(default_factory=list, description="what could not be read, and where")
-    trials: list[Trial] = Field(default_factory=list, exclude=True, repr=False)
-    stale_since: datetime | None = Field(None, description="set when this is the last good copy")
-    verified_at: datetime | None = Field(
-        None, description="every finished trial was checked against its files at or after this time")
-    # the one-pass figures assemble took over `trials` (services.core.census.Census); not serialised
-    _census: Any = PrivateAttr(default=None)
+    problems: list[str] = field(default_factory=list, metadata=_doc("what could not be read, and where"))
+    trials: list[Trial] = field(default_factory=list, repr=False, metadata=EXCLUDE)
+    stale_since: datetime | None = field(default=None, metadata=_doc("set when this is the last good copy"))
+    verified_at: datetime | None = field(default=None, metadata=_doc(
+        "every finished trial was checked against its files at or after this time"))
+    # the one-pass figures assemble took over `trials` (services.core.census.Census)
+    _census: Any = field(default=None, init=False, repr=False, compare=False, metadata=EXCLUDE)
     # a source may hand over an Experiment whose trials are read on first use of `trials`
     # (a batch audit of an unchanged job needs its census, not 100k Trial objects)
-    _trials_loader: Any = PrivateAttr(default=None)
+    _trials_loader: Any = field(default=None, init=False, repr=False, compare=False, metadata=EXCLUDE)
     # set by a source that built this Experiment from the previous one: (previous, trials gone or
     # replaced, trials new or changed, trials whose copy mark may have moved), so a consumer of
     # every poll can do work in proportion to the change
-    _delta: Any = PrivateAttr(default=None)
+    _delta: Any = field(default=None, init=False, repr=False, compare=False, metadata=EXCLUDE)
 
     if not TYPE_CHECKING:
 
         def __getattr__(self, name: str) -> Any:
+            # only reached for an attribute not in __dict__: `trials` handed over to a loader
             if name == "trials":
-                loader = (self.__pydantic_private__ or {}).get("_trials_loader")
+                loader = self.__dict__.get("_trials_loader")
                 if loader is not None:
                     trials = loader()
                     self.__dict__["trials"] = trials
                     return trials
-            return super().__getattr__(name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def expected(self) -> int | None:
@@ -177,22 +184,25 @@ def experiment_key(exp: Experiment) -> str:
     return f"{exp.source_label}::{exp.id}"
 
 
-class SourceError(BaseModel):
+@dataclass(kw_only=True)
+class SourceError:
     source: str
     where: str
     message: str
-    unreadable: bool = Field(False, description="a path that exists but cannot be read (batch exit 2)")
-    root_failed: bool = Field(False, exclude=True, description="the SOURCE path itself could not be read")
+    unreadable: bool = field(default=False, metadata=_doc(
+        "a path that exists but cannot be read (batch exit 2)"))
+    root_failed: bool = field(default=False, metadata=_doc("the SOURCE path itself could not be read", exclude=True))
 
 
-class Snapshot(BaseModel):
+@dataclass(kw_only=True)
+class Snapshot:
     """What one scan of one source saw."""
 
     source: str
     taken_at: datetime
-    experiments: list[Experiment] = Field(default_factory=list)
-    errors: list[SourceError] = Field(default_factory=list)
-    stats: dict[str, Any] = Field(default_factory=dict, description="files read, bytes, round trips …")
+    experiments: list[Experiment] = field(default_factory=list)
+    errors: list[SourceError] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict, metadata=_doc("files read, bytes, round trips …"))
 
 
 class CheckStatus(StrEnum):
@@ -211,14 +221,14 @@ CORE_CHECK_IDS: tuple[str, ...] = (
 CheckId = str
 
 
-class Check(BaseModel):
+@dataclass(kw_only=True)
+class Check:
     id: CheckId
     title: str
     status: CheckStatus
     evidence: str
     action: str | None = None
-    remediation: str | None = Field(None, description="id of a remediation evaldesk can run for this row")
-
+    remediation: str | None = field(default=None, metadata=_doc("id of a remediation evaldesk can run for this row"))
 
 # One word per thing a person does next (services.audit.verdict.decide picks it from the
 # checks): "repair" — the experiment's own summary cannot be read, nothing else can be judged
@@ -239,7 +249,8 @@ def report_trials(c: TrialCounts, *, n_rep: int | None = None,
     }
 
 
-class AuditReport(BaseModel):
+@dataclass(kw_only=True)
+class AuditReport:
     id: str
     source: str
     path: str
@@ -253,12 +264,13 @@ class AuditReport(BaseModel):
     error_fraction: float | None
     checks: list[Check]
     verdict: Verdict
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     # why the verdict, from the check that decided it (services.audit.verdict.decide)
     reason: str = ""
-    decided_by: str | None = Field(None, description="id of the check the verdict comes from")
-    fix: str | None = Field(None, description="the remediation the verdict names, when it names one")
-    ask: str | None = Field(None, description="what a person must decide, with the commands, when no fix runs")
+    decided_by: str | None = field(default=None, metadata=_doc("id of the check the verdict comes from"))
+    fix: str | None = field(default=None, metadata=_doc("the remediation the verdict names, when it names one"))
+    ask: str | None = field(default=None, metadata=_doc(
+        "what a person must decide, with the commands, when no fix runs"))
 
     def check(self, check_id: str) -> Check:
         return next(c for c in self.checks if c.id == check_id)
@@ -268,11 +280,12 @@ class AuditReport(BaseModel):
         return self.verdict != "finalize" or any(c.status == CheckStatus.fail for c in self.checks)
 
 
-class JournalEntry(BaseModel):
+@dataclass(kw_only=True)
+class JournalEntry:
     at: datetime
     user: str
     action: str
     target: str
     before: Any = None
     after: Any = None
-    detail: dict[str, Any] = Field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)

@@ -8,10 +8,8 @@ operator may need to tune overridable from config without touching code.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Final
-
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final
 
 from services.core.failures import FAILURE_CLASSES
 
@@ -93,35 +91,41 @@ HASH_BENCHMARK_RE: Final = re.compile(r"^[0-9a-f]{32,64}$")
 NUMERIC_MODEL_RE: Final = re.compile(r"^[0-9]{6,}$")
 
 
-class MonitorThresholds(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+@dataclass(kw_only=True)
+class MonitorThresholds:
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
-    stuck_polls: int = Field(3, ge=2, description="rule a: polls with no drop in dispatched/running")
-    error_growth_polls: int = Field(3, ge=2, description="rule b: consecutive polls with new errors")
-    pass_rate_ratio: float = Field(0.5, gt=0, le=1, description="rule c: fire below this × expected")
-    pass_rate_min_finished: int = Field(20, ge=1, description="rule c: finished trials before judging")
-    timeout_factor: float = Field(1.5, gt=1, description="rule d: × the inference timeout")
-    inference_timeout_s: float = Field(1500.0, gt=0, description="rule d: used when the job has none")
-    idle_s: float = Field(
-        300.0, gt=0, description="a started trial with no file activity this long counts as dispatched"
-    )
+    stuck_polls: int = field(default=3, metadata={
+        "ge": 2, "description": "rule a: polls with no drop in dispatched/running"})
+    error_growth_polls: int = field(default=3, metadata={
+        "ge": 2, "description": "rule b: consecutive polls with new errors"})
+    pass_rate_ratio: float = field(default=0.5, metadata={
+        "gt": 0, "le": 1, "description": "rule c: fire below this × expected"})
+    pass_rate_min_finished: int = field(default=20, metadata={
+        "ge": 1, "description": "rule c: finished trials before judging"})
+    timeout_factor: float = field(default=1.5, metadata={"gt": 1, "description": "rule d: × the inference timeout"})
+    inference_timeout_s: float = field(default=1500.0, metadata={
+        "gt": 0, "description": "rule d: used when the job has none"})
+    idle_s: float = field(default=300.0, metadata={
+        "gt": 0, "description": "a started trial with no file activity this long counts as dispatched"})
 
 
-class Policy(BaseModel):
+@dataclass(kw_only=True)
+class Policy:
     """Tunable domain rules. Defaults are the exact values of the eval-cleanup runbook."""
 
-    model_config = ConfigDict(extra="forbid")
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
-    benign_exceptions: list[str] = Field(default_factory=lambda: list(DEFAULT_BENIGN))
-    benchmark_sizes: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_BENCHMARK_SIZES))
-    valid_fraction_min: float = Field(0.90, gt=0, le=1)
-    error_fraction_max: float = Field(0.10, ge=0, le=1)
-    default_n_rep: int = Field(3, ge=1, description="only where no job config exists")
-    stale_row_hours: float = Field(12.0, gt=0)
-    row_match_slack_hours: float = Field(2.0, ge=0, description=(
+    benign_exceptions: list[str] = field(default_factory=lambda: list(DEFAULT_BENIGN))
+    benchmark_sizes: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_BENCHMARK_SIZES))
+    valid_fraction_min: float = field(default=0.90, metadata={"gt": 0, "le": 1})
+    error_fraction_max: float = field(default=0.10, metadata={"ge": 0, "le": 1})
+    default_n_rep: int = field(default=3, metadata={"ge": 1, "description": "only where no job config exists"})
+    stale_row_hours: float = field(default=12.0, metadata={"gt": 0})
+    row_match_slack_hours: float = field(default=2.0, metadata={"ge": 0, "description": (
         "a leaderboard row without a job name is a run's when created within this long of the run's start and "
-        "end (clock skew, a harvest that registers at launch or after the trace upload)"))
-    monitor: MonitorThresholds = Field(default_factory=MonitorThresholds)  # type: ignore[arg-type]
+        "end (clock skew, a harvest that registers at launch or after the trace upload)")})
+    monitor: MonitorThresholds = field(default_factory=MonitorThresholds)
 
     def pct(self, fraction: float) -> str:
         """A threshold as people read it: 0.9 → "90%", 0.125 → "12.5%"."""

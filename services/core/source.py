@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
-
 from services.core.models import Experiment, Snapshot, SourceError, Trial
+from services.core.plain import copy_with
 from services.transport.fs import JobFS
 
 
@@ -35,7 +35,8 @@ class TrialFile(NamedTuple):
     rel: str
 
 
-class TrialEvidence(BaseModel):
+@dataclass(kw_only=True)
+class TrialEvidence:
     """What a source can tell about why one trial ended the way it did, read from its files."""
 
     exception_type: str | None = None
@@ -43,7 +44,7 @@ class TrialEvidence(BaseModel):
     traceback: str | None = None
     verifier_label: str = "verifier output"
     verifier_excerpt: str | None = None
-    problems: list[str] = Field(default_factory=list, description="what could not be read, and why")
+    problems: list[str] = field(default_factory=list, metadata={"description": "what could not be read, and why"})
 
 
 @runtime_checkable
@@ -93,9 +94,8 @@ def stale_copy(last_good: Snapshot, since: datetime, exc: SourceUnavailable, lab
     stale since `since`, with the reason among its errors."""
     stale = []
     for old in last_good.experiments:
-        new = old.model_copy(update={"stale_since": since})
-        new.trials = old.trials
+        new = copy_with(old, stale_since=since)
         stale.append(new)
     err = SourceError(source=label, where=exc.where, message=exc.message)
-    return last_good.model_copy(update={"experiments": stale, "errors": [*last_good.errors, err],
-                                        "stats": {**last_good.stats, "stale": True}})
+    return copy_with(last_good, experiments=stale, errors=[*last_good.errors, err],
+                     stats={**last_good.stats, "stale": True})

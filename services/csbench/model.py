@@ -9,13 +9,14 @@ are never serialised into batch output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from services.core.models import Experiment, Trial
+from services.core.plain import EXCLUDE
 from services.csbench.formats import CampaignTask, ProgressState, Record, StatusLine
 
 ArtifactStatus = Literal["ok", "mismatch", "missing", "unreadable"]
@@ -115,8 +116,9 @@ class CampaignFacts(BaseModel):
         return self.origin == "fetched" or self.stale is not None
 
 
+@dataclass(kw_only=True)
 class CampaignExperiment(Experiment):
-    facts: CampaignFacts = Field(exclude=True)
+    facts: CampaignFacts = field(metadata=EXCLUDE)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -159,8 +161,9 @@ class SubmitFacts(BaseModel):
     torn_down: dict[str, bool] = Field(default_factory=dict, description="campaign id → its teardown destroyed all")
 
 
+@dataclass(kw_only=True)
 class PlanExperiment(Experiment):
     """A submit plan of the `[csbench]` config, before and after `csbench submit`: its audit is
     the runbook's pre-pay checklist, and its fix is the submit."""
 
-    plan: SubmitFacts = Field(exclude=True)
+    plan: SubmitFacts = field(metadata=EXCLUDE)

@@ -11,31 +11,102 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
-
-import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.core.attempts import earliest_key
 from services.core.census import take_census
 from services.core.models import AGGREGATE_UNREADABLE, Experiment, State, Trial
 from services.core.policy import Policy
+from services.harbor.parse import _Doc, finite, load_json
 from services.harbor.runconfig import harbor_run_config
 
-_LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
+
+class _JobDoc(_Doc):
+    """An object of one of the job's own files, read as a trial's (services/harbor/parse.py),
+    save where pydantic's lax mode, which read these files first, took more: a number may be
+    written as text, a time as a number beyond 2e10 is in milliseconds; and a list or object
+    field given as null is of the wrong shape."""
+
+    __slots__ = ()
+
+    def whole(self, key: str) -> int | None:
+        v = self.raw.get(key)
+        if isinstance(v, str):
+            try:
+                return int(v)
+            except ValueError:
+                f = _number_text(v)
+                if f is not None and f.is_integer():
+                    return int(f)
+        return super().whole(key)
+
+    def number(self, key: str) -> float | None:
+        v = self.raw.get(key)
+        if isinstance(v, str) and (f := _number_text(v)) is not None:
+            return f
+        return super().number(key)
+
+    def when(self, key: str) -> datetime | None:
+        v = self.raw.get(key)
+        if isinstance(v, str) and (f := _number_text(v)) is not None:
+            v = f
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            if abs(v) > 2e10:  # (a count of milliseconds, as pydantic read it)
+                v /= 1000
+            try:
+                return datetime.fromtimestamp(v, UTC)
+            except (ValueError, OverflowError, OSError):
+                pass
+        return super().when(key)
+
+    def text_or_whole(self, key: str) -> str | int | None:
+        v = self.raw.get(key)
+        return v if v is None or isinstance(v, str) else self.whole(key)
+
+    def fields(self, key: str) -> _JobDoc:
+        """An object field (empty when absent, or not an object)."""
+        v = self.raw.get(key, _EMPTY)
+        if not isinstance(v, dict):
+            self._bad(key, "not an object")
+            v = _EMPTY
+        return _JobDoc(v, f"{self.where}{key}.", self.file)
+
+    def items(self, key: str) -> list[_JobDoc]:
+        """The objects of a list field (none when absent, or not a list); an item that is not
+        an object is left out."""
+        v = self.raw.get(key, _NO_ITEMS)
+        if not isinstance(v, list):
+            self._bad(key, "not a list")
+            return []
+        out = []
+        for i, x in enumerate(v):
+            if isinstance(x, dict):
+                out.append(_JobDoc(x, f"{self.where}{key}.{i}.", self.file))
+            else:
+                self._bad(f"{key}.{i}", "not an object")
+        return out
 
 
-class _Lenient(BaseModel):
-    model_config = _LENIENT
+_EMPTY: dict[str, Any] = {}
+_NO_ITEMS: list[Any] = []
 
 
-class EvalStats(_Lenient):
+def _number_text(text: str) -> float | None:
+    try:
+        return finite(float(text))
+    except ValueError:
+        return None
+
+
+@dataclass(slots=True)
+class EvalStats:
     n_trials: int | None = None
     n_errors: int | None = None
-    metrics: list[dict[str, Any]] = Field(default_factory=list)
-    exception_stats: dict[str, list[str]] = Field(default_factory=dict)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    exception_stats: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def mean(self) -> float | None:
@@ -46,7 +117,8 @@ class EvalStats(_Lenient):
         return None
 
 
-class JobStats(_Lenient):
+@dataclass(slots=True)
+class JobStats:
     n_completed_trials: int | None = None
     n_errored_trials: int | None = None
     n_running_trials: int | None = None
@@ -56,28 +128,25 @@ class JobStats(_Lenient):
     # 0.1.x wrote these at the top of stats
     n_trials: int | None = None
     n_errors: int | None = None
-    evals: dict[str, EvalStats] = Field(default_factory=dict)
+    evals: dict[str, EvalStats] = field(default_factory=dict)
     n_input_tokens: int | None = None
     n_cache_tokens: int | None = None
     n_output_tokens: int | None = None
     cost_usd: float | None = None
 
 
-class JobResultFile(_Lenient):
+@dataclass(slots=True)
+class JobResultFile:
     id: str | None = None
     started_at: datetime | None = None
     updated_at: datetime | None = None
     finished_at: datetime | None = None
     n_total_trials: int | None = None
-    stats: JobStats = Field(default_factory=JobStats)
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _any_id(cls, v: Any) -> Any:
-        return None if v is None else str(v)
+    stats: JobStats = field(default_factory=JobStats)
 
 
-class AgentConfig(_Lenient):
+@dataclass(slots=True)
+class AgentConfig:
     name: str | None = None
     import_path: str | None = None
     model_name: str | None = None
@@ -85,24 +154,86 @@ class AgentConfig(_Lenient):
     max_timeout_sec: float | None = None
 
 
-class DatasetConfig(_Lenient):
+@dataclass(slots=True)
+class DatasetConfig:
     path: str | None = None
     name: str | None = None
     version: str | None = None
 
 
-class JobConfigFile(_Lenient):
+@dataclass(slots=True)
+class JobConfigFile:
     job_name: str | None = None
     n_attempts: int | None = None
     timeout_multiplier: float | None = None
-    agents: list[AgentConfig] = Field(default_factory=list)
-    datasets: list[DatasetConfig] = Field(default_factory=list)
+    agents: list[AgentConfig] = field(default_factory=list)
+    datasets: list[DatasetConfig] = field(default_factory=list)
     # where a site records the scheduler job and the real model name
     slurm_job_id: str | int | None = None
     model_hf_name: str | None = None
 
 
-_M = TypeVar("_M", bound=BaseModel)
+# -- the readers: each object read goes into `docs`, whose first problem is the file's
+
+def _eval_stats(d: _JobDoc, docs: list[_JobDoc]) -> EvalStats:
+    n_trials, n_errors = d.whole("n_trials"), d.whole("n_errors")
+    metrics = d.items("metrics")
+    docs += metrics
+    exception_stats: dict[str, list[str]] = {}
+    for key, names in d.fields("exception_stats").raw.items():
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            exception_stats[key] = names
+        else:
+            d._bad(f"exception_stats.{key}", "not a list of strings")
+    return EvalStats(n_trials, n_errors, [m.raw for m in metrics], exception_stats)
+
+
+def _job_stats(d: _JobDoc, docs: list[_JobDoc]) -> JobStats:
+    w = d.whole
+    counts = (w("n_completed_trials"), w("n_errored_trials"), w("n_running_trials"), w("n_pending_trials"),
+              w("n_cancelled_trials"), w("n_retries"), w("n_trials"), w("n_errors"))
+    docs.append(evals := d.fields("evals"))
+    by_key: dict[str, EvalStats] = {}
+    for key, v in evals.raw.items():
+        if isinstance(v, dict):
+            docs.append(ev := _JobDoc(v, f"{evals.where}{key}.", d.file))
+            by_key[key] = _eval_stats(ev, docs)
+        else:
+            evals._bad(key, "not an object")
+    return JobStats(*counts, by_key, w("n_input_tokens"), w("n_cache_tokens"), w("n_output_tokens"),
+                    d.number("cost_usd"))
+
+
+def _job_result(d: _JobDoc, docs: list[_JobDoc]) -> JobResultFile:
+    v = d.raw.get("id")  # any value, as text
+    started, updated, finished = d.when("started_at"), d.when("updated_at"), d.when("finished_at")
+    planned = d.whole("n_total_trials")
+    docs.append(stats := d.fields("stats"))
+    return JobResultFile(None if v is None else str(v), started, updated, finished, planned,
+                         _job_stats(stats, docs))
+
+
+def _job_config(d: _JobDoc, docs: list[_JobDoc]) -> JobConfigFile:
+    name, n_attempts, multiplier = d.text("job_name"), d.whole("n_attempts"), d.number("timeout_multiplier")
+    agents, datasets = d.items("agents"), d.items("datasets")
+    docs += agents + datasets
+    return JobConfigFile(
+        name, n_attempts, multiplier,
+        [AgentConfig(a.text("name"), a.text("import_path"), a.text("model_name"),
+                     a.number("override_timeout_sec"), a.number("max_timeout_sec")) for a in agents],
+        [DatasetConfig(s.text("path"), s.text("name"), s.text("version")) for s in datasets],
+        d.text_or_whole("slurm_job_id"), d.text("model_hf_name"))
+
+
+_M = TypeVar("_M", JobConfigFile, JobResultFile)
+
+# how each file is read, and whether a field of the wrong shape drops the whole file: a job
+# config read in part would give an n_rep from Harbor's default where the file said something
+# else, so one that does not read falls back to the policy's default as a whole
+_READERS: dict[type, tuple[Callable[[_JobDoc, list[_JobDoc]], Any], bool]] = {
+    JobConfigFile: (_job_config, True),
+    JobResultFile: (_job_result, False),
+}
 
 
 def _set(t: Trial, name: str, value: object) -> None:
@@ -112,22 +243,28 @@ def _set(t: Trial, name: str, value: object) -> None:
 
 
 def parse_job_file(data: bytes | None, model: type[_M], name: str, problems: list[str]) -> _M | None:
+    """One of the job's own files read into its mirror, or None (with the reason put in
+    `problems`) when it is not a JSON object. Fields of the wrong shape are one problem line,
+    naming the first found, and read as absent (in a job config: the whole file is dropped)."""
     if data is None:
         return None
     try:
-        raw = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        raw = load_json(data)
+    except ValueError as exc:
         problems.append(f"{name} is not valid JSON: {exc}")
         return None
     if not isinstance(raw, dict):
         problems.append(f"{name} holds a JSON {type(raw).__name__}, not an object")
         return None
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        problems.append(f"{name} field {'.'.join(map(str, first['loc']))!r}: {first['msg']}")
-        return None
+    read, whole_file = _READERS[model]
+    doc = _JobDoc(raw, "", name)
+    docs = [doc]
+    out: _M = read(doc, docs)
+    problem = next((d.problem for d in docs if d.problem), None)
+    if problem is None:
+        return out
+    problems.append(problem)
+    return None if whole_file else out
 
 
 def parse_env_file(data: bytes | None) -> dict[str, str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from services.core.config import Config, HostConfig
 from services.core.models import AuditReport, Experiment
+from services.core.plain import copy_with
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
 from services.harbor import walk
@@ -50,7 +51,7 @@ def open_url(spec: str, config: Config) -> Source:
     spec_host, path = parse_ssh_url(spec)
     hc = host_config_for(spec_host.host, config.hosts)
     if hc is not None:
-        merged = hc.model_copy(update={"user": spec_host.user or hc.user, "port": spec_host.port or hc.port})
+        merged = copy_with(hc, user=spec_host.user or hc.user, port=spec_host.port or hc.port)
         return source_for_host(merged, config, [path])
     return SSHHarborSource(
         replace(spec_host, ssh_config=config.ssh_config),

@@ -11,7 +11,7 @@ import json
 import math
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
@@ -55,26 +55,27 @@ def reward_of(rewards: dict[str, float]) -> float | None:
 
 class _Doc:
     """A JSON object read leniently: each getter gives the value or None, and remembers the
-    first field whose value had the wrong shape."""
+    first field whose value had the wrong shape. `file` names the file in that problem; the
+    objects within are read the same way (of the same class, naming the same file)."""
 
-    __slots__ = ("problem", "raw", "where")
+    __slots__ = ("file", "problem", "raw", "where")
 
-    def __init__(self, raw: dict[str, Any], where: str = "") -> None:
-        self.raw, self.where = raw, where
+    def __init__(self, raw: dict[str, Any], where: str = "", file: str = "result.json") -> None:
+        self.raw, self.where, self.file = raw, where, file
         self.problem: str | None = None
 
     def _bad(self, key: str, what: str) -> None:
         if self.problem is None:
-            self.problem = f"result.json field {self.where + key!r}: {what}"
+            self.problem = f"{self.file} field {self.where + key!r}: {what}"
 
-    def obj(self, key: str) -> _Doc | None:
+    def obj(self, key: str) -> Self | None:
         v = self.raw.get(key)
         if v is None:
             return None
         if not isinstance(v, dict):
             self._bad(key, "not an object")
             return None
-        return _Doc(v, f"{self.where}{key}.")
+        return self.__class__(v, f"{self.where}{key}.", self.file)
 
     def text(self, key: str) -> str | None:
         v = self.raw.get(key)
@@ -192,9 +193,11 @@ def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | N
     if not isinstance(raw, dict):
         return errored(f"result.json holds a JSON {type(raw).__name__}, not an object")
     doc = _Doc(raw)
-    steps = [_Doc(s) for s in raw.get("step_results") or () if isinstance(s, dict)]
-    if raw.get("step_results") is not None and not isinstance(raw.get("step_results"), list):
+    listed = raw.get("step_results")
+    if listed is not None and not isinstance(listed, list):
         doc._bad("step_results", "not a list")
+        listed = None
+    steps = [_Doc(s) for s in listed or () if isinstance(s, dict)]
 
     def first(key: str) -> _Doc | None:
         # a multi-step trial keeps its verifier result, exception and usage per step

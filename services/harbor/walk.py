@@ -356,7 +356,8 @@ def locate(fs: Any, job: str, entries: List[Entry], problems: List[str]) -> Tupl
             candidates.append(name)
     locs = []  # type: List[Loc]
     folders = []  # type: List[str]
-    for name, (rkey, ckey) in zip(candidates, trial_keys(fs, [_join(job, n) for n in candidates])):
+    base = job.rstrip("/") + "/"
+    for name, (rkey, ckey) in zip(candidates, trial_keys(fs, [base + n for n in candidates])):
         loc = loc_of(name, name, rkey, ckey)
         if loc is not None and not (name.startswith(".") and loc.error):
             locs.append(loc)
@@ -376,7 +377,8 @@ def locate(fs: Any, job: str, entries: List[Entry], problems: List[str]) -> Tupl
         if loc is not None:
             locs.append(loc)
             found[folder].add(loc.rel)
-    locs.sort(key=lambda loc: loc.rel.split("/"))
+    if staged:  # (the others came in name order, from the sorted listing)
+        locs.sort(key=lambda loc: loc.rel.split("/"))
     return locs, found
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from services.audit.checks import FAIL, PASS, SKIP, WARN
 from services.core.config import Config
 from services.core.models import AuditReport, Check, CheckStatus, Experiment, State
+from services.core.plain import copy_with
 from services.core.policy import Policy
 from services.core.times import as_utc
 from services.leaderboard.match import LIVE, RunMatch, match
@@ -93,7 +94,7 @@ class LeaderboardEnrichment:
         out = [self._registered(exp, report, m), self._partial(report, m), self._traces(exp, report, m),
                *self._names(exp, report, m), self._stale_rows(exp, m, policy, now), self._free_disk(exp, report, m)]
         if stale:
-            out = [c.model_copy(update={"evidence": c.evidence + stale}) for c in out]
+            out = [copy_with(c, evidence=c.evidence + stale) for c in out]
         return out
 
     def notes(self, exp: Experiment, report: AuditReport) -> list[str]:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from services.core.config import Config, StoreConfig
 from services.core.models import AuditReport, Experiment
+from services.core.plain import copy_with
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
 
@@ -59,7 +60,7 @@ def open_url(spec: str, config: Config) -> Source:
     parse_url(spec)
     for sc in config.stores:
         if spec.rstrip("/") == sc.url.rstrip("/") or spec.startswith(sc.url.rstrip("/") + "/"):
-            return open_store(sc.model_copy(update={"url": spec, "name": None}), config)
+            return open_store(copy_with(sc, url=spec, name=None), config)
     return open_store(StoreConfig(url=spec), config)
 
 

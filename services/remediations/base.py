@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from services.core.journal import Journal, current_user
+from services.core.plain import dump
 from services.remediations.errors import LockHeld, ReadOnly, StepFailed, TargetUnwritable, WriteRefused
 from services.remediations.lock import DirLock, LockOwner, provably_dead
 from services.remediations.records import (
@@ -389,7 +390,7 @@ class WritePath:
 
     async def _break(self, lock: DirLock, owner: LockOwner | None, why: str) -> LockOwner | None:
         broken = await lock.break_stale(owner)
-        held = owner.model_dump(mode="json") if owner else None
+        held = dump(owner, json=True) if owner else None
         self.journal.append("lock:break", lock.target, before={"lock": held}, after={"lock": None}, reason=why,
                             record=owner.record if owner else None)
         return broken

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
 from services.core.models import AuditReport, Experiment, experiment_key
+from services.core.plain import dump
 from services.core.source import Source
 from services.leaderboard.client import LeaderboardClient, LeaderboardError, LeaderboardUnavailable
 from services.leaderboard.enrichment import complete, partial, stale_rows
@@ -300,7 +301,7 @@ class Register(LeaderboardRemediation):
                     now: datetime | None) -> Plan:
         m, names = r.match, r.match.names
         title = f"Register {exp.id}"
-        inputs = [rows_hash(m.shown()), names.model_dump(), exp.score, exp.counts.model_dump()]
+        inputs = [rows_hash(m.shown()), names.model_dump(), exp.score, dump(exp.counts)]
         if m.row is not None:
             return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id} is registered already: row "
                              f"{m.row.id[:8]} ({m.row.username}); nothing to insert."], inputs=inputs, now=now)
@@ -367,7 +368,7 @@ class Deregister(LeaderboardRemediation):
                     now: datetime | None) -> Plan:
         m = r.match
         title = f"De-register the partial row of {exp.id}"
-        inputs = [rows_hash(m.shown()), exp.counts.model_dump()]
+        inputs = [rows_hash(m.shown()), dump(exp.counts)]
         if m.ambiguous:
             return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: nothing is de-registered."],
                              inputs=inputs, blocked=m.ambiguous, now=now)

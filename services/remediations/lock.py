@@ -18,11 +18,11 @@ import os
 import posixpath
 import socket
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, field_validator
-
 from services.core.journal import current_user
+from services.core.plain import dump, validate
 from services.remediations.errors import LockHeld, TargetUnwritable, WriteRefused
 from services.remediations.records import dump_json
 from services.remediations.steps import describe_error
@@ -38,7 +38,8 @@ STALE_LOCK_S = 6 * 3600.0
 OWNERLESS_GRACE_S = 60.0
 
 
-class LockOwner(BaseModel):
+@dataclass(kw_only=True)
+class LockOwner:
     host: str
     pid: int
     user: str
@@ -46,11 +47,10 @@ class LockOwner(BaseModel):
     action: str = ""
     record: str = ""
 
-    @field_validator("started_at")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
+    def __post_init__(self) -> None:
         # an owner.json written by hand (or by an old evaldesk) may lack the zone: it is UTC
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        if self.started_at.tzinfo is None:
+            self.started_at = self.started_at.replace(tzinfo=UTC)
 
     def describe(self, now: datetime | None = None) -> str:
         age = ((now or datetime.now(UTC)) - self.started_at).total_seconds()
@@ -101,7 +101,7 @@ class DirLock:
 
     async def owner(self) -> LockOwner | None:
         try:
-            return LockOwner.model_validate(json.loads(await self.fs.read_regular(self.owner_path, 64 * 1024)))
+            return validate(LockOwner, json.loads(await self.fs.read_regular(self.owner_path, 64 * 1024)))
         except (OSError, ValueError):
             return None
 
@@ -156,7 +156,7 @@ class DirLock:
             raise TargetUnwritable(f"cannot lock {self.target}: {describe_error(exc)}; nothing was changed") from None
         self.held = True
         try:
-            await self.fs.write_bytes_atomic(self.owner_path, dump_json(me.model_dump(mode="json")))
+            await self.fs.write_bytes_atomic(self.owner_path, dump_json(dump(me, json=True)))
         except OSError as exc:
             self.held = False
             with contextlib.suppress(OSError):
@@ -194,7 +194,7 @@ class DirLock:
         if found is None:
             return None  # gone already: nothing to break
         owner, reason = found
-        if (owner.model_dump() if owner else None) != (expected.model_dump() if expected else None):
+        if (dump(owner) if owner else None) != (dump(expected) if expected else None):
             raise WriteRefused(f"{self.path} changed hands while you decided; it was not broken")
         if reason is None:
             who = owner.describe() if owner else "a writer that is still taking it"
@@ -206,11 +206,11 @@ class DirLock:
         except FileNotFoundError:
             return None
         try:
-            taken = LockOwner.model_validate(json.loads(
+            taken = validate(LockOwner, json.loads(
                 await self.fs.read_regular(posixpath.join(grave, OWNER_FILE), 64 * 1024)))
         except (OSError, ValueError):
             taken = None
-        if (taken.model_dump() if taken else None) != (owner.model_dump() if owner else None):
+        if (dump(taken) if taken else None) != (dump(owner) if owner else None):
             # a new writer took the lock between the look and the rename: give it back
             with contextlib.suppress(OSError):
                 await self.fs.rename(grave, self.path)

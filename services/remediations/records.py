@@ -14,12 +14,12 @@ import json
 import posixpath
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
+from services.core.plain import dump, validate
 from services.core.statefile import write_atomic
 from services.core.xdg import state_dir
 from services.remediations.steps import MAX_READ_BYTES, Step
@@ -68,6 +68,10 @@ UNFINISHED: frozenset[str] = frozenset({"applying", "failed"})
 UNDOABLE: frozenset[str] = frozenset({"applied", "applying", "failed"})
 
 
+def _doc(text: str) -> dict[str, Any]:
+    return {"description": text}
+
+
 def new_record_id(action: str, now: datetime | None = None, salt: str | None = None) -> str:
     """Sortable by time, unique, and safe as a dir name. With `salt` (the plan's input hash)
     the same plan at the same instant gets the same id, so a preview is reproducible."""
@@ -75,25 +79,27 @@ def new_record_id(action: str, now: datetime | None = None, salt: str | None = N
     return f"{stamp}-{action}-{(salt or uuid.uuid4().hex)[:6]}"
 
 
-class Plan(BaseModel):
+@dataclass(kw_only=True)
+class Plan:
     """What a remediation will do, exactly; the same object previews, applies and undoes."""
 
-    id: str = Field(description="the record id this plan will be written under")
+    id: str = field(metadata=_doc("the record id this plan will be written under"))
     action: str
     title: str
-    target: str = Field(description="the job dir, or what the write touches, for people")
-    host: str | None = Field(None, description="the SSH host the target lives on; None: here")
-    store: str | None = Field(None, description=(
+    target: str = field(metadata=_doc("the job dir, or what the write touches, for people"))
+    host: str | None = field(default=None, metadata=_doc("the SSH host the target lives on; None: here"))
+    store: str | None = field(default=None, metadata=_doc(
         "the bucket the target lives in (gs://name, s3://name), its paths being /<name>/<key>; None: a filesystem"))
-    experiment: str | None = Field(None, description="the experiment key (source label::id)")
-    input_hash: str = Field(description="digest of everything the planner read")
-    steps: list[Step] = Field(default_factory=list)
-    preview: list[str] = Field(default_factory=list)
-    lock_dir: str | None = Field(None, description="the dir whose lock guards the target")
-    record_dir: str | None = Field(None, description="where the record lives on the target's fs; None: locally")
-    meta: dict[str, Any] = Field(default_factory=dict, description="the remediation's figures for batch JSON")
-    blocked: str | None = Field(None, description="why this plan may be previewed but not applied")
-    watch: list[str] = Field(default_factory=list, description=(
+    experiment: str | None = field(default=None, metadata=_doc("the experiment key (source label::id)"))
+    input_hash: str = field(metadata=_doc("digest of everything the planner read"))
+    steps: list[Step] = field(default_factory=list)
+    preview: list[str] = field(default_factory=list)
+    lock_dir: str | None = field(default=None, metadata=_doc("the dir whose lock guards the target"))
+    record_dir: str | None = field(default=None, metadata=_doc(
+        "where the record lives on the target's fs; None: locally"))
+    meta: dict[str, Any] = field(default_factory=dict, metadata=_doc("the remediation's figures for batch JSON"))
+    blocked: str | None = field(default=None, metadata=_doc("why this plan may be previewed but not applied"))
+    watch: list[str] = field(default_factory=list, metadata=_doc(
         "dirs whose entries are recorded when apply ends; undo refuses when entries appeared since "
         "(a trial added after a dedupe), naming them"))
 
@@ -105,7 +111,8 @@ class Plan(BaseModel):
         return "\n".join(self.preview)
 
 
-class Record(BaseModel):
+@dataclass(kw_only=True)
+class Record:
     """The write-ahead record: the plan, who ran it, and how far it got."""
 
     id: str
@@ -118,14 +125,15 @@ class Record(BaseModel):
     pid: int
     created_at: datetime
     status: RecordStatus = "applying"
-    done: list[bool] = Field(default_factory=list, description="per step: done (and not undone)")
-    results: dict[int, dict[str, Any]] = Field(default_factory=dict)
+    done: list[bool] = field(default_factory=list, metadata=_doc("per step: done (and not undone)"))
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
     error: str | None = None
     finished_at: datetime | None = None
     undone_at: datetime | None = None
     plan: Plan
-    listing: dict[str, list[str]] | None = Field(None, description="the watched dirs' entries when apply ended")
-    notes: list[str] = Field(default_factory=list, description="what a person should know, e.g. a lock taken over")
+    listing: dict[str, list[str]] | None = field(default=None, metadata=_doc(
+        "the watched dirs' entries when apply ended"))
+    notes: list[str] = field(default_factory=list, metadata=_doc("what a person should know, e.g. a lock taken over"))
 
     @property
     def n_done(self) -> int:
@@ -165,14 +173,14 @@ class RecordStore:
 
     async def create(self, record: Record) -> None:
         await self.fs.makedirs(self.dir)
-        await self.fs.write_bytes_atomic(self.record_path, dump_json(record.model_dump(mode="json")))
+        await self.fs.write_bytes_atomic(self.record_path, dump_json(dump(record, json=True)))
 
     async def mark(self, **event: Any) -> None:
         await self.fs.append_durable(self.log_path, json_line({"at": datetime.now(UTC).isoformat(), **event}))
 
     async def load(self) -> Record:
         raw = json.loads(await self.fs.read_regular(self.record_path, MAX_READ_BYTES))
-        record = Record.model_validate(raw)
+        record = validate(Record, raw)
         try:
             log = await self.fs.read_regular(self.log_path, MAX_READ_BYTES)
         except FileNotFoundError:

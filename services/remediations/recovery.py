@@ -13,10 +13,9 @@ import asyncio
 import os
 import socket
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-from pydantic import BaseModel, Field
 
 from services.core.config import Config
 from services.core.source import Source, SourceUnavailable
@@ -32,14 +31,15 @@ from services.transport.fs import JobFS, LocalFS
 CONCURRENT_LOOKS = 8
 
 
-class Pending(BaseModel):
+@dataclass(kw_only=True)
+class Pending:
     """One unfinished write, as a person needs to see it to decide."""
 
     id: str
     action: str
     target: str
     host: str | None = None
-    store: str | None = Field(None, description="the bucket the target lives in (gs://name, s3://name)")
+    store: str | None = field(default=None, metadata={"description": "the bucket the target lives in (gs://name, s3://name)"})
     status: str
     n_done: int
     n_steps: int
@@ -48,7 +48,7 @@ class Pending(BaseModel):
     machine: str | None = None
     pid: int | None = None
     error: str | None = None
-    command: str | None = Field(None, description="a command it started whose end nobody saw")
+    command: str | None = field(default=None, metadata={"description": "a command it started whose end nobody saw"})
 
     @property
     def where(self) -> str:

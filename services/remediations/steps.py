@@ -12,9 +12,8 @@ import errno
 import hashlib
 import posixpath
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, Protocol
-
-from pydantic import BaseModel, Field
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from services.transport.fs import READ_TIMEOUT_S, JobFS, LocalFS
 
@@ -22,30 +21,34 @@ from services.transport.fs import READ_TIMEOUT_S, JobFS, LocalFS
 MAX_READ_BYTES = 64 * 1024 * 1024
 
 
-class MoveStep(BaseModel):
+@dataclass(kw_only=True)
+class MoveStep:
     """Rename `src` to `dst` (same filesystem, never over anything). Inverse: rename back."""
 
     kind: Literal["move"] = "move"
     src: str
     dst: str
-    label: str = Field("", description="what people call it: the trial dir relative to the job dir")
+    label: str = field(default="", metadata={
+        "description": "what people call it: the trial dir relative to the job dir"})
 
 
-class WriteFileStep(BaseModel):
+@dataclass(kw_only=True)
+class WriteFileStep:
     """Replace `path` (whose content hashed `old_sha256` when planned; None: absent) with
     `content`, keeping the original at `backup`. Inverse: put the backup back, but only over
     the content this step wrote."""
 
     kind: Literal["write_file"] = "write_file"
     path: str
-    content: str = Field(description="the new content, UTF-8 text (JSON files)")
+    content: str = field(metadata={"description": "the new content, UTF-8 text (JSON files)"})
     new_sha256: str
     old_sha256: str | None
     backup: str
     label: str = ""
 
 
-class ExternalStep(BaseModel):
+@dataclass(kw_only=True)
+class ExternalStep:
     """A step carried out by a handler registered for `handler` (a command run on a host, a
     leaderboard row write, an upload). `args` is its data (never a secret's value);
     `inverse` says whether it can be undone; `result` is filled in when it ran.
@@ -56,12 +59,13 @@ class ExternalStep(BaseModel):
     kind: Literal["external"] = "external"
     handler: str
     label: str
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
     inverse: bool = False
-    result: dict[str, Any] = Field(default_factory=dict)
+    result: dict[str, Any] = field(default_factory=dict)
 
 
-Step = Annotated[MoveStep | WriteFileStep | ExternalStep, Field(discriminator="kind")]
+# (told apart by `kind`: each step's Literal admits only its own word)
+Step = MoveStep | WriteFileStep | ExternalStep
 
 
 class ExternalHandler(Protocol):

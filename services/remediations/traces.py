@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from services.core.config import Config
 from services.core.models import Experiment
+from services.core.plain import dump
 from services.core.source import Source, source_host
 from services.core.xdg import state_dir
 from services.leaderboard.enrichment import complete
@@ -108,7 +109,7 @@ class UploadTraces(LeaderboardRemediation):
         repo = linked or expected_repo(exp, config)
         status = r.view.traces.get(repo) if repo else None
         inputs: list[Any] = [rows_hash(m.shown()), repo, status.model_dump() if status else None,
-                             exp.counts.model_dump()]
+                             dump(exp.counts)]
         if row is not None and linked and status is not None and status.ok:
             return make_plan(self.ACTION, title, exp, r, [], [f"{exp.id}: traces are on {linked} and linked from "
                              f"row {row.id[:8]}; nothing to do."], inputs=inputs, now=now)

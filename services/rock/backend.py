@@ -10,6 +10,7 @@ from pathlib import Path
 
 from services.core.config import Config, RockConfig
 from services.core.models import AuditReport, CheckStatus, Experiment
+from services.core.plain import copy_with
 from services.core.policy import Policy
 from services.core.source import Source, SourceUnavailable
 from services.rock.find import results_files
@@ -117,27 +118,27 @@ def audit(exp: Experiment, policy: Policy, now: datetime) -> AuditReport | None:
     checks = []
     for c in report.checks:
         if c.id == "finished" and c.status == CheckStatus.pass_ and exp.finished_at is not None:
-            c = c.model_copy(update={"evidence": f"Rock says {exp.state_raw or exp.state.value}; last task ended "
+            c = copy_with(c, **{"evidence": f"Rock says {exp.state_raw or exp.state.value}; last task ended "
                                                   f"{exp.finished_at:%Y-%m-%d %H:%M}"})
         elif c.id == "score" and c.status == CheckStatus.pass_ and exp.score is not None:
-            c = c.model_copy(update={"evidence": f"score {exp.score:.4f}: mean reward of the "
+            c = copy_with(c, **{"evidence": f"score {exp.score:.4f}: mean reward of the "
                                                   f"{exp.counts.valid} valid tasks"})
         elif c.id == "duplicates" and c.status == CheckStatus.fail:
-            c = c.model_copy(update={"remediation": None,
+            c = copy_with(c, **{"remediation": None,
                                      "action": "a task recorded twice in one experiment: read the results file"})
         elif c.id in ("valid_count", "error_gate") and c.status == CheckStatus.fail and exp.source == "rock":
             if exp.path.startswith("rock://"):
                 # the platform CLI lists runs but cannot launch one; Harbor's resume is not Rock's
-                c = c.model_copy(update={"remediation": None,
+                c = copy_with(c, **{"remediation": None,
                                          "action": "retry the errored tasks from the Rock platform"})
             else:
-                c = c.model_copy(update={"remediation": "retry",
+                c = copy_with(c, **{"remediation": "retry",
                                          "action": "retry the errored tasks with regression.py retry (a new "
                                                    "experiment); x previews the exact command"})
         elif c.remediation in ("resume", "rerun"):
             # Harbor's job-dir remediations have no meaning for a Rock experiment
-            c = c.model_copy(update={"remediation": None})
+            c = copy_with(c, **{"remediation": None})
         checks.append(c)
     notes = [n.replace("resume, never register", "retry the errored tasks, never register")
              .replace("Resume them on a healthy sandbox", "Retry them on a healthy sandbox") for n in report.notes]
-    return report.model_copy(update={"checks": checks, "notes": notes})
+    return copy_with(report, checks=checks, notes=notes)

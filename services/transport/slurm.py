@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 
 import orjson
-from pydantic import BaseModel
 
 from services.core.models import Experiment, State
 from services.core.source import SourceUnavailable
@@ -62,7 +62,8 @@ _STATE_MAP: dict[str, State] = {
 TERMINAL = {k for k, v in _STATE_MAP.items() if v in (State.finished, State.failed, State.cancelled)}
 
 
-class SlurmJobState(BaseModel):
+@dataclass(kw_only=True)
+class SlurmJobState:
     job_id: str
     state: str  # first word, e.g. CANCELLED
     raw: str  # as printed, e.g. "CANCELLED by 0"

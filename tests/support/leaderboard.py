@@ -150,6 +150,7 @@ def start_leaderboard(seeded_at: datetime) -> Iterator[Leaderboard]:
 
 def config_for(lb: Leaderboard, hub_url: str, tmp: Path, **over: Any) -> Any:
     from services.core.config import Config
+    from services.core.plain import validate
 
     data: dict[str, Any] = {
         "usernames": [ME],
@@ -162,7 +163,7 @@ def config_for(lb: Leaderboard, hub_url: str, tmp: Path, **over: Any) -> Any:
             data[k] = {**data[k], **v}
         else:
             data[k] = v
-    return Config.model_validate(data)
+    return validate(Config, data)
 
 
 def secrets_env(monkeypatch: pytest.MonkeyPatch) -> None:

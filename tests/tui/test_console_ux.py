@@ -15,6 +15,7 @@ from textual.widgets import DataTable
 
 from services.core.census import census_words
 from services.core.models import Experiment, TrialCounts
+from services.core.plain import copy_with
 from tests.support.ui_demo import DEV_SET, make_demo_app, settle, shared_demo
 from tui.screens.experiments import ExperimentsScreen, id_labels
 from tui.screens.trials import TrialsScreen
@@ -40,11 +41,11 @@ def test_ids_keep_the_part_that_tells_rows_apart() -> None:
 def test_experiment_ids_keep_benchmark_model_and_date_and_the_time_when_two_runs_share_a_day() -> None:
     a = Experiment(id="terminal_bench_2_laion-M_2026-11-19__10-45-00", source="harbor",
                    benchmark_from_dir="terminal_bench_2")
-    b = a.model_copy(update={"id": "terminal_bench_2_laion-M_2026-11-20__09-00-00"})
-    c = a.model_copy(update={"id": "terminal_bench_2_laion-Other_2026-11-19__10-45-00"})
+    b = copy_with(a, **{"id": "terminal_bench_2_laion-M_2026-11-20__09-00-00"})
+    c = copy_with(a, **{"id": "terminal_bench_2_laion-Other_2026-11-19__10-45-00"})
     labels = id_labels([a, b, c], 24)
     assert labels == ["tb2 laion-M 11-19", "tb2 laion-M 11-20", "tb2 laion-Other 11-19"]
-    d = a.model_copy(update={"id": "terminal_bench_2_laion-M_2026-11-19__18-00-00"})
+    d = copy_with(a, **{"id": "terminal_bench_2_laion-M_2026-11-19__18-00-00"})
     assert id_labels([a, d], 24) == ["tb2 laion-M 11-19 10:45", "tb2 laion-M 11-19 18:00"]
 
 

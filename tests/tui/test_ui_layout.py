@@ -10,6 +10,7 @@ import pytest
 from textual.widgets import Button, DataTable, Footer
 
 from services.core.models import Verdict
+from services.core.plain import copy_with, dump
 from services.remediations.inputs import InputField
 from tests.support.ui_demo import make_demo_app, make_full_demo_app, settle, shared_demo, shared_full_demo
 from tui.screens.experiments import ExperimentsScreen
@@ -86,7 +87,7 @@ async def test_describe_shows_every_field_of_the_row(tmp_path: Path, tmp_path_fa
         await settle(pilot, 2)
         assert type(app.screen).__name__ == "DescribeScreen"
         fields = dict(app.screen.fields)  # type: ignore[attr-defined]
-        for name, value in exp.model_dump(mode="json").items():
+        for name, value in dump(exp, json=True).items():
             if name == "counts":
                 assert all(f"counts.{k}" in fields for k in value)
             elif name != "verified_at":  # the reader's bookkeeping, said in the header
@@ -167,7 +168,7 @@ async def test_every_verdict_word_shows_whole_with_a_gap(size: tuple[int, int], 
         # as many rounds as it takes for every word to sit in a row once
         for start in range(0, len(words), len(keys)):
             for key, word in zip(keys, words[start:start + len(keys)], strict=False):
-                app.audits[key] = app.audits[key].model_copy(update={"verdict": word})
+                app.audits[key] = copy_with(app.audits[key], verdict=word)
             home.rebuild()
             await settle(pilot, 2)
             text = screen_text(app)

@@ -27,6 +27,7 @@ try:
 except ImportError:  # collected as a package
     from tests.support.ui_demo import DEV_SET, copy_job, make_demo_app, settle
 
+from services.core.plain import dump
 from tests.tui.test_ui_audit import open_dedupe_dialog, quarantined, status_of
 
 SIZE = (120, 40)
@@ -135,7 +136,7 @@ async def test_read_only_offers_nothing_it_cannot_do(jobs: Path, tmp_path: Path)
 
 def _lock(d: Path, owner: LockOwner) -> None:
     (d / ".evaldesk-lock").mkdir()
-    (d / ".evaldesk-lock" / "owner.json").write_text(owner.model_dump_json())
+    (d / ".evaldesk-lock" / "owner.json").write_text(json.dumps(dump(owner, json=True)))
 
 
 async def test_a_live_writer_s_lock_is_shown_and_never_broken(jobs: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from textual.widgets import Static
 
 from services.core.census import census_words
 from services.core.models import AuditReport, Experiment
+from services.core.plain import dump
 from services.core.text import term_safe
 from tui.actions import bindings_for
 
@@ -21,7 +22,7 @@ from tui.actions import bindings_for
 def describe_fields(exp: Experiment, report: AuditReport | None) -> list[tuple[str, str]]:
     """(name, value) for every field of the experiment and its audit, values escaped."""
     rows: list[tuple[str, str]] = [("key", f"{exp.source_label}::{exp.id}")]
-    data = exp.model_dump(mode="json")
+    data = dump(exp, json=True)
     counts = data.pop("counts", {})
     data.pop("verified_at", None)  # the reader's own bookkeeping: the header says how old the read is
     for name, value in data.items():

@@ -23,6 +23,7 @@ from services.aisbench.preflight import check_api, run_preflight
 from services.aisbench.source import AISBenchSource
 from services.core.config import Config, ConfigError, load_config
 from services.core.journal import Journal
+from services.core.plain import dump
 from services.core.registry import open_sources
 from services.remediations import registry
 from services.remediations.base import WritePath
@@ -162,7 +163,7 @@ async def test_docker_mode_launch_runs_in_the_tasks_own_container(tmp_path: Path
     exp = next(e for e in (await src.scan()).experiments if e.id == tid)
     assert exp.state.value == "finished" and exp.score == 0.5
     assert KEY.encode() not in (tmp_path / "journal.jsonl").read_bytes()
-    assert KEY not in json.dumps(plan.model_dump(mode="json"))
+    assert KEY not in json.dumps(dump(plan, json=True))
 
 
 async def test_a_missing_key_variable_stops_the_launch_and_names_it(tmp_path: Path, model: FakeOpenAI,
@@ -301,7 +302,7 @@ async def test_an_agent_suite_launches_with_its_whole_config(tmp_path: Path, mod
     run = parse_run_config(cfg.read_text())
     assert (run.models, run.datasets) == (["swebench"], ["swe_bench_verified_mini"])
     assert '"/data/swe/verified_mini"' in cfg.read_text()
-    assert KEY not in json.dumps(plan.model_dump(mode="json"))
+    assert KEY not in json.dumps(dump(plan, json=True))
     assert KEY.encode() not in (tmp_path / "journal.jsonl").read_bytes()
 
 

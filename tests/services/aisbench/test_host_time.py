@@ -14,6 +14,7 @@ from services.aisbench.formats import HostEntry, parse_tz
 from services.aisbench.models import TaskExperiment
 from services.aisbench.source import AISBenchSource
 from services.core.config import Config
+from services.core.plain import validate
 from tests.support.ais_bench_standin import copy_fixture_root
 from tests.support.ssh_server import InProcessSSHServer
 from tests.support.ssh_server import ssh_server as ssh_server
@@ -62,7 +63,7 @@ async def test_a_host_without_tz_is_asked_over_ssh(ssh_server: InProcessSSHServe
                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # the eval host's clock is China time: commands run there see TZ (the host's own `date +%z`)
     monkeypatch.setenv("TZ", "Asia/Shanghai")
-    config = Config.model_validate({"ssh_config": str(ssh_server.ssh_config_path)})
+    config = validate(Config, {"ssh_config": str(ssh_server.ssh_config_path)})
     entry = HostEntry(name="eval-a", host="127.0.0.1", port=ssh_server.port,
                       identity_file=str(ssh_server.client_key_path), known_hosts=str(ssh_server.known_hosts_path),
                       benchmark_src=str(tmp_path), task_root=str(root))
@@ -84,7 +85,7 @@ async def test_a_host_that_cannot_say_its_zone_is_read_as_utc_and_says_so(
     (bin_dir / "date").write_text("#!/bin/sh\necho 'date: no such zone' >&2\nexit 1\n")
     (bin_dir / "date").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    config = Config.model_validate({"ssh_config": str(ssh_server.ssh_config_path)})
+    config = validate(Config, {"ssh_config": str(ssh_server.ssh_config_path)})
     entry = HostEntry(name="eval-a", host="127.0.0.1", port=ssh_server.port,
                       identity_file=str(ssh_server.client_key_path), known_hosts=str(ssh_server.known_hosts_path),
                       benchmark_src=str(tmp_path), task_root=str(root))

@@ -19,6 +19,7 @@ from services.aisbench.table import LOCAL, LOCAL_TABLE, TaskTable
 from services.audit.verdict import audit_experiment
 from services.core.config import Config
 from services.core.models import State, TrialStatus
+from services.core.plain import dump as plain_dump
 from services.core.registry import open_sources
 from services.core.results import source_results
 from tests.support.ais_bench_standin import copy_fixture_root
@@ -193,7 +194,8 @@ async def test_the_dumped_config_is_parsed_not_run_and_its_key_kept_nowhere(root
     snap = await source(root).scan()
     exp = next(e for e in snap.experiments if e.id == "gsm8k-accuracy")
     assert exp.state == State.finished and not marker.exists()
-    assert "sk-secret-in-dump" not in exp.model_dump_json() and "sk-secret-in-dump" not in snap.model_dump_json()
+    assert "sk-secret-in-dump" not in json.dumps(plain_dump(exp, json=True))
+    assert "sk-secret-in-dump" not in json.dumps(plain_dump(snap, json=True))
     dump.write_text("datasets=[dict(abbr='gsm8k'")  # torn
     snap = await source(root).scan()
     assert any("not a config AISBench dumps" in e.message for e in snap.errors)

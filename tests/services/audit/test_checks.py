@@ -11,6 +11,7 @@ import pytest
 
 from services.audit.verdict import audit_experiment
 from services.core.models import AuditReport, CheckStatus, Experiment
+from services.core.plain import copy_with
 from services.core.policy import Policy
 from tests.support.harbor_factory import T0, JobBuilder, healthy_job, scan_one, tasks
 
@@ -20,7 +21,7 @@ PASS, WARN, FAIL, SKIP = CheckStatus.pass_, CheckStatus.warn, CheckStatus.fail, 
 def audit(job_dir: Path, policy: Policy | None = None, **update: Any) -> AuditReport:
     exp: Experiment = scan_one(job_dir, policy)
     if update:
-        exp = exp.model_copy(update=update)
+        exp = copy_with(exp, **update)
     return audit_experiment(exp, policy or Policy())
 
 

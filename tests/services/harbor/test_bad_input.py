@@ -17,7 +17,8 @@ from tui.cli import main
 GARBAGE: list[bytes | None] = [
     None, b"", b"   ", b"null", b"[]", b"42", b'"text"', b"{", b'{"a": 1', b"\x00\x01\x02", b"\xff\xfe\xfd",
     b'{"verifier_result": 5}', b'{"verifier_result": {"rewards": "all"}}', b'{"exception_info": "boom"}',
-    b'{"step_results": [1, 2]}', b'{"started_at": 12}', b'{"id": {"nested": true}}',
+    b'{"step_results": [1, 2]}', b'{"step_results": 5}', b'{"step_results": true}', b'{"started_at": 12}',
+    b'{"id": {"nested": true}}',
     json.dumps({"verifier_result": {"rewards": {"reward": 10**400}}}).encode(),
     b"{" + b'"k": 1, ' * 10000 + b'"z": 2}',
 ]

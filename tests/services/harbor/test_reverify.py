@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from services.core.plain import copy_with
 from services.harbor import walk
 from services.harbor.scan import HarborScanner
 from services.harbor.source import HarborSource
@@ -171,5 +172,5 @@ def test_the_header_says_how_fresh_finished_trials_are(tmp_path: Path) -> None:
     exp = HarborSource(d).scan_sync().experiments[0]
     assert exp.verified_at is not None
     assert verified_age([exp]) is None  # just checked: nothing worth saying
-    old = exp.model_copy(update={"verified_at": datetime.now(UTC) - timedelta(seconds=42)})
+    old = copy_with(exp, verified_at=datetime.now(UTC) - timedelta(seconds=42))
     assert verified_age([exp, old]) in (42, 43)

@@ -12,6 +12,7 @@ import pytest
 
 from services.core.config import Config, HostConfig, SourceConfig
 from services.core.models import Experiment, Snapshot
+from services.core.plain import dump
 from services.core.registry import open_all, open_source
 from services.core.source import SourceUnavailable
 from services.harbor.demo import write_demo
@@ -26,7 +27,7 @@ _SKIP_FIELDS = {"source", "source_label", "verified_at"}  # verified_at: when, n
 
 
 def _dump(exp: Experiment) -> tuple[dict, list[dict]]:
-    data = {k: v for k, v in exp.model_dump().items() if k not in _SKIP_FIELDS}
+    data = {k: v for k, v in dump(exp).items() if k not in _SKIP_FIELDS}
     # a local rescan appends re-read trials after reused ones; the figures do not depend on order
     return data, sorted((t.to_json() for t in exp.trials), key=lambda t: t["path"])
 

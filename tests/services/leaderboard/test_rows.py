@@ -10,6 +10,7 @@ import pytest
 
 from services.core.config import Config, ConfigError, load_config
 from services.core.models import Experiment
+from services.core.plain import validate
 from services.leaderboard.client import LeaderboardClient, LeaderboardError, redact, remember_secret
 from services.leaderboard.match import run_names
 from services.leaderboard.rows import JobRow, repo_id_from_url
@@ -28,7 +29,7 @@ def exp(**kw: object) -> Experiment:
                                "model": "hosted_vllm/laion/X-8B", "benchmark": "terminal_bench_2",
                                "benchmark_from_dir": "terminal_bench_2", "started_at": T0}
     base.update(kw)
-    return Experiment.model_validate(base)
+    return validate(Experiment, base)
 
 
 def row(rid: str, user: str, *, job: str | None = None, model: str = "m1", bench: str = "b1",
@@ -77,7 +78,7 @@ def test_config_names_the_key_variable_never_the_key(tmp_path: Path) -> None:
     cfg.write_text('usernames = ["a"]\n[leaderboard]\nurl = "http://x"\n')
     assert load_config(cfg, environ={}).leaderboard_usernames() == ["a"]
     with pytest.raises(LeaderboardError, match="export LB_KEY"):
-        LeaderboardClient.from_config(Config.model_validate({"leaderboard": {"url": "http://x", "key_env": "LB_KEY"}}),
+        LeaderboardClient.from_config(validate(Config, {"leaderboard": {"url": "http://x", "key_env": "LB_KEY"}}),
                                       environ={})
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from services.core.models import experiment_key
+from services.core.plain import copy_with
 from services.core.policy import Policy
 from services.harbor.source import HarborSource
 from services.monitor.state import MonitorState
@@ -42,7 +43,7 @@ def test_deltas_give_what_a_full_pass_gives(tmp_path: Path) -> None:
         deltas.append(exp._delta is not None)
         live.feed(snap, {})
         fresh = MonitorState(Policy(), clock=lambda: NOW)
-        fresh.feed_experiment(exp.model_copy())  # the same trials with no history: one full pass
+        fresh.feed_experiment(copy_with(exp))  # the same trials with no history: one full pass
         key = experiment_key(exp)
         assert _reading(live, key) == _reading(fresh, key)
 

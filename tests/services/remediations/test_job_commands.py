@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from services.core.config import CommandConfig, Config, ConfigError, SourceConfig, load_config
+from services.core.plain import dump, validate
 from services.core.policy import ERROR_POLICIES, UNKNOWN_ERROR_POLICY, error_policy, should_retry
 from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
@@ -50,9 +51,9 @@ def test_a_bad_template_is_an_error_naming_it(template: str, match: str) -> None
 def test_commands_come_from_the_host_or_the_source_else_the_defaults(tmp_path: Path) -> None:
     site = CommandConfig(resume="sbatch x.sbatch", cwd="/e")
     mine = CommandConfig(resume="my-resume {job_dir}")
-    cfg = Config.model_validate({
-        "hosts": [{"name": "cluster", "host": "login-a", "commands": site.model_dump()}],
-        "sources": [{"path": str(tmp_path), "name": "mine", "commands": mine.model_dump()}],
+    cfg = validate(Config, {
+        "hosts": [{"name": "cluster", "host": "login-a", "commands": dump(site)}],
+        "sources": [{"path": str(tmp_path), "name": "mine", "commands": dump(mine)}],
     })
     ssh = SSHHarborSource(HostSpec("login-a"), ["/e/jobs"], label="cluster:/e/jobs", slurm=False)
     other = SSHHarborSource(HostSpec("login-b"), ["/e/jobs"], slurm=False)

@@ -14,6 +14,7 @@ from services.audit.verdict import audit_experiment
 from services.core.config import Config
 from services.core.journal import Journal
 from services.core.models import Experiment
+from services.core.plain import validate
 from services.harbor.source import HarborSource
 from services.remediations import registry
 from services.remediations.base import WritePath
@@ -132,7 +133,7 @@ async def test_a_site_command_from_the_config_fills_placeholders_per_argument(
     use_standins(monkeypatch, tmp_path)
     job = mixed_job(tmp_path / "my jobs", name="run; rm -rf ~").write()
     src, exp = scan_exp(job)
-    cfg = Config.model_validate({"commands": {
+    cfg = validate(Config, {"commands": {
         "resume": "sbatch --export=ALL,JOB_DIR={job_dir},TYPES={types} eval_harbor.sbatch --resume"}})
     plan = await registry.plan("resume", exp, src, cfg, NOW)
     assert plan.meta["argv"] == [

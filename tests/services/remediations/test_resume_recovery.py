@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from services.core.plain import copy_with
 from tests.services.remediations.test_resume_ssh import TASKS, sandbox_job
 from tests.support.standin_tools import use_standins
 from tests.support.writes import full_tree, run_cli
@@ -100,6 +101,6 @@ def test_an_unfinished_notice_counts_the_steps_its_record_marked_done() -> None:
     at = datetime(2026, 3, 3, tzinfo=UTC)
     stale = Pending(id="r", action="resume", target="/jobs/j", host="h", status="applying", n_done=0, n_steps=20,
                     created_at=at)
-    read = stale.model_copy(update={"n_done": 10, "user": "u", "machine": "m", "pid": 1})
+    read = copy_with(stale, n_done=10, user="u", machine="m", pid=1)
     (merged,) = merge([stale], [read])
     assert "10 of 20 steps done" in merged.line()

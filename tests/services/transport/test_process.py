@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from services.core.plain import dump
 from services.remediations.command import CommandFailed, command_step
 from services.remediations.steps import StepContext, do_step
 from services.transport.process import CommandNotFound, LocalRunner, SSHRunner, display
@@ -39,7 +40,7 @@ async def test_command_step_records_exit_and_sbatch_id(monkeypatch: pytest.Monke
     step = command_step([sys.executable, "-c", code], "submit", env_from={"K": "EVALDESK_TEST_SECRET"})
     result = await do_step(step, StepContext())
     assert result["exit_code"] == 0 and result["slurm_job_id"] == "4242"
-    assert "s3cret" not in repr(step.model_dump())
+    assert "s3cret" not in repr(dump(step))
     bad = command_step([sys.executable, "-c", "import sys; sys.exit(2)"], "fails")
     with pytest.raises(CommandFailed, match="exit code 2"):
         await do_step(bad, StepContext())
