@@ -46,6 +46,25 @@ def test_cli_batch_run_does_not_import_textual(tmp_path: Path) -> None:
     assert p.stderr.strip().splitlines()[-1] == "False 1", p.stderr
 
 
+def test_a_batch_audit_with_no_config_file_does_not_import_pydantic(tmp_path: Path) -> None:
+    """pydantic checks data where it comes in; a run with no config file has none to check, and
+    importing it would be a third of a next run's time."""
+    code = (
+        "import sys\n"
+        "from services.harbor.demo import write_demo\n"
+        "from tui.cli import main\n"
+        f"write_demo({str(tmp_path / 'demo')!r})\n"
+        f"main(['--batch', 'audit', '--format', 'json', {str(tmp_path / 'demo')!r}])\n"
+        f"main(['--batch', 'audit', '--format', 'json', {str(tmp_path / 'demo')!r}])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')), file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALDESK_")}
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               XDG_STATE_HOME=str(tmp_path / "state"))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
+    assert p.stderr.strip().splitlines()[-1] == "[]", p.stderr
+
+
 def _import_graph() -> dict[str, set[str]]:
     """Every project module → the project modules it imports, type-checking imports included."""
     import ast
