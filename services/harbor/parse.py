@@ -17,6 +17,7 @@ import orjson
 
 from services.core.failures import NO_REWARD_NOR_EXCEPTION, failure_class
 from services.core.models import Trial, TrialStatus
+from services.harbor.walk import Loc, Read, key_mtime
 
 # bump when what a record holds, or how a file becomes one, changes: the parse cache then
 # starts afresh (tests/services/harbor/test_parse.py keeps golden records of this version)
@@ -244,6 +245,16 @@ def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | N
         agent_name=_name(info.text("name") if info else None),
         source=_name(doc.text("source")), mtime=mtime,
     )
+
+
+def trial_of(loc: Loc, result: Read, config: Read) -> Trial:
+    """The Trial of a located trial dir from its files as walk.read_trials gave them."""
+    if loc.error is not None:
+        return parse_trial(loc.rel, loc.name, None, None, None, loc.error)
+    key = loc.rkey if loc.rkey is not None else loc.ckey
+    finished = loc.rkey is not None
+    return parse_trial(loc.rel, loc.name, result[0] if finished else None, config[0],
+                       key_mtime(key) if key is not None and key >= 0 else None, result[1] if finished else None)
 
 
 def exception_details(result: bytes | None) -> tuple[str | None, str | None, str | None]:

@@ -26,8 +26,8 @@ from services.core.source import ProgressFn, no_progress
 from services.harbor import walk
 from services.harbor.assemble import TrialIndex, assemble_experiment, collapse_copies, number_attempts
 from services.harbor.cache import ParseCache, keys_digest, record_key
-from services.harbor.parse import decode, encode, parse_trial
-from services.harbor.walk import Loc, key_mtime, running_key, settled
+from services.harbor.parse import decode, encode, trial_of
+from services.harbor.walk import Loc, running_key, settled
 
 DEFAULT_VERIFY_WINDOW_S = 60.0
 READ_BATCH = 2048  # trials read, parsed and cached at a time: memory stays flat on a big first read
@@ -45,16 +45,6 @@ def _ckey(loc: Loc) -> int | None:
 def _keeps(key: int) -> bool:
     # odd or unreadable result files say nothing stable about their content
     return key >= 0 or key <= -100
-
-
-def trial_of(loc: Loc, result: walk.Read, config: walk.Read) -> Trial:
-    """The Trial of a located trial dir from its files as walk.read_trials gave them."""
-    if loc.error is not None:
-        return parse_trial(loc.rel, loc.name, None, None, None, loc.error)
-    key = loc.rkey if loc.rkey is not None else loc.ckey
-    finished = loc.rkey is not None
-    return parse_trial(loc.rel, loc.name, result[0] if finished else None, config[0],
-                       key_mtime(key) if key is not None and key >= 0 else None, result[1] if finished else None)
 
 
 def loc_settled(loc: Loc, now: float) -> bool:

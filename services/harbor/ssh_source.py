@@ -30,8 +30,8 @@ from services.core.policy import Policy
 from services.core.source import ProgressFn, SourceUnavailable, TrialEvidence, no_progress, stale_copy
 from services.harbor import walk
 from services.harbor.evidence import TRIAL_FILES, read_evidence
-from services.harbor.parse import load_json
-from services.harbor.scan import HarborScanner, job_experiment, loc_settled, trial_of
+from services.harbor.parse import load_json, trial_of
+from services.harbor.scan import HarborScanner, job_experiment, loc_settled
 from services.harbor.source import scan_roots
 from services.transport.process import Runner, SSHRunner
 from services.transport.sftp import SFTPFS, SFTPWalkFS
