@@ -1,19 +1,22 @@
 """The persistent parse cache: what earlier processes parsed, so the next one need not.
 
-One SQLite file per source root in `$XDG_CACHE_HOME/evaldesk/`: per trial dir, the key of every
+One SQLite file per source root in `$XDG_CACHE_HOME/evaldesk/`. Per trial dir, the key of every
 file its record was built from (result.json, and config.json where it supplied fields) and the
-record (services/harbor/parse.py `encode`); per job, as its row with an empty name, the digest
-of every trial's keys and the census over them. A scan takes a record only under the keys it
-just stat'ed, and a record of a file within the racy window is never kept (walk.settled).
+record (services/harbor/parse.py `encode`), written a scan's batch at a time as one row (a pack:
+a first read of 20k trials writes 10 rows, not 20k); a later entry for the same trial dir
+supersedes an earlier one, and a job's packs are merged once they are many. Per job, the digest of
+every trial's keys and the census over them. A scan takes a record only under the keys it just
+stat'ed, and a record of a file within the racy window is never kept (walk.settled).
 
 It only ever costs speed: a corrupt file is replaced, a read-only or full disk turns writing off,
 a lock another evaldesk holds too long skips the write. A new schema or parser version starts it
-afresh; past MAX_ROWS the least recently scanned jobs go; files unused for STALE_DAYS are removed.
+afresh; past MAX_BYTES the least recently scanned jobs go; files unused for STALE_DAYS are removed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import sqlite3
@@ -24,9 +27,10 @@ from pathlib import Path
 from services.core.xdg import cache_dir
 from services.harbor import parse
 
-SCHEMA = 4
+SCHEMA = 5
 VERSION = f"{SCHEMA}.{parse.VERSION}"
-MAX_ROWS = 2_000_000
+MAX_BYTES = 400 << 20
+MERGE_AT = 64  # packs of one job: past this many, merged into one
 STALE_DAYS = 30
 BUSY_TIMEOUT_S = 2.0
 
@@ -56,10 +60,41 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
+_Entry = tuple[bytes, bytes, bytes]  # (rel, key, record); an empty key: the trial dir is gone
+
+
+@functools.cache
+def _codec() -> tuple[Callable[[list[_Entry]], bytes], Callable[[bytes], list[_Entry]], type[Exception]]:
+    import msgspec  # (imported on the first pack: a run the summary answers never needs it)
+
+    return (msgspec.msgpack.Encoder().encode, msgspec.msgpack.Decoder(list[tuple[bytes, bytes, bytes]]).decode,
+            msgspec.MsgspecError)
+
+
+def _pack(entries: list[_Entry]) -> bytes:
+    return _codec()[0](entries)
+
+
 def _forget(db: sqlite3.Connection, job: bytes) -> int:
-    n = db.execute("DELETE FROM trials WHERE job = ?", (job,)).rowcount
+    (n,) = db.execute("SELECT coalesce(sum(length(data)), 0) FROM packs WHERE job = ?", (job,)).fetchone()
+    db.execute("DELETE FROM packs WHERE job = ?", (job,))
     db.execute("DELETE FROM jobs WHERE job = ?", (job,))
     return int(n)
+
+
+def _entries(db: sqlite3.Connection, job: bytes) -> Iterator[_Entry]:
+    for (data,) in db.execute("SELECT data FROM packs WHERE job = ? ORDER BY id", (job,)).fetchall():
+        _, unpack, damaged = _codec()
+        try:
+            yield from unpack(data)
+        except damaged:
+            continue  # a damaged pack: its trials are read from their files again
+
+
+def _merge(db: sqlite3.Connection, job: bytes) -> None:
+    latest = {rel: (rel, key, rec) for rel, key, rec in _entries(db, job)}
+    db.execute("DELETE FROM packs WHERE job = ?", (job,))
+    db.execute("INSERT INTO packs (job, data) VALUES (?, ?)", (job, _pack([e for e in latest.values() if e[1]])))
 
 
 class ParseCache:
@@ -81,16 +116,16 @@ class ParseCache:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=OFF")  # (a cache torn by a crash is found corrupt and rebuilt)
             db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
-            db.execute("CREATE TABLE IF NOT EXISTS trials (job BLOB, rel BLOB, key BLOB, rec BLOB, "
-                       "PRIMARY KEY (job, rel)) WITHOUT ROWID")
-            db.execute("CREATE TABLE IF NOT EXISTS jobs (job BLOB PRIMARY KEY, used REAL)")
             row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
             if row is None or row[0] != VERSION:
                 with _transaction(db):
-                    for table in ("trials", "jobs"):
-                        db.execute(f"DELETE FROM {table}")
+                    for table in ("trials", "packs", "jobs"):  # (trials: before packs, one row a trial)
+                        db.execute(f"DROP TABLE IF EXISTS {table}")
+                    db.execute("CREATE TABLE packs (id INTEGER PRIMARY KEY, job BLOB, data BLOB)")
+                    db.execute("CREATE INDEX packs_of_job ON packs (job)")
+                    db.execute("CREATE TABLE jobs (job BLOB PRIMARY KEY, used REAL, digest BLOB, census BLOB)")
                     db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (VERSION,))
-            db.execute("SELECT count(*) FROM trials WHERE job = x''").fetchone()  # (reads a page: finds corruption)
+            db.execute("SELECT count(*) FROM packs WHERE job = x''").fetchone()  # (reads a page: finds corruption)
         except BaseException:
             db.close()
             raise
@@ -142,40 +177,45 @@ class ParseCache:
         return True
 
     def rows(self, job: str) -> Iterator[tuple[str, bytes, bytes]]:
-        """(rel, key, record) of every trial dir of `job` the cache holds, one at a time."""
+        """(rel, key, record) of every trial dir of `job` the cache holds, one at a time; a trial
+        dir may come more than once, under the keys of its files at different times."""
         db = self._open()
         if db is None:
             return
         try:
-            for rel, key, rec in db.execute("SELECT rel, key, rec FROM trials WHERE job = ? AND rel != x''",
-                                            (os.fsencode(job),)):
-                yield os.fsdecode(rel), key, rec
+            entries = list(_entries(db, os.fsencode(job)))
         except sqlite3.Error as exc:
             self._off(f"cannot read {self.path}: {exc}")
+            return
+        for rel, key, rec in entries:
+            if key:
+                yield os.fsdecode(rel), key, rec
 
     def store(self, job: str, put: list[tuple[str, bytes, bytes]], drop: list[str]) -> None:
-        """Write what a scan parsed and forget what is gone, in one transaction."""
+        """Keep what a scan parsed and forget what is gone, in one transaction."""
         if not put and not drop:
             return
         jb = os.fsencode(job)
+        pack = _pack([(os.fsencode(rel), key, rec) for rel, key, rec in put] +
+                     [(os.fsencode(rel), b"", b"") for rel in drop])
 
         def write(db: sqlite3.Connection) -> None:
-            db.executemany("DELETE FROM trials WHERE job = ? AND rel = ?", [(jb, os.fsencode(r)) for r in drop])
-            # in key order: the B-tree takes them faster than out of order
-            db.executemany("INSERT OR REPLACE INTO trials VALUES (?, ?, ?, ?)",
-                           sorted((jb, os.fsencode(rel), key, rec) for rel, key, rec in put))
-            db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?)", (jb, time.time()))
+            db.execute("INSERT INTO packs (job, data) VALUES (?, ?)", (jb, pack))
+            db.execute("INSERT INTO jobs (job, used) VALUES (?, ?) "
+                       "ON CONFLICT (job) DO UPDATE SET used = excluded.used", (jb, time.time()))
+            (n,) = db.execute("SELECT count(*) FROM packs WHERE job = ?", (jb,)).fetchone()
+            if n > MERGE_AT:
+                _merge(db, jb)
 
         if self._write("trials", write) and put:
             self._bound()
 
     def _bound(self) -> None:
-        # rows take over 200 bytes each: a smaller file holds fewer than MAX_ROWS, no count needed
         try:
-            if os.stat(self.path).st_size < MAX_ROWS * 200:
+            if os.stat(self.path).st_size < MAX_BYTES:
                 return
             assert self._db is not None
-            (n,) = self._db.execute("SELECT count(*) FROM trials").fetchone()
+            (n,) = self._db.execute("SELECT coalesce(sum(length(data)), 0) FROM packs").fetchone()
             jobs = [j for (j,) in self._db.execute("SELECT job FROM jobs ORDER BY used").fetchall()]
         except (OSError, sqlite3.Error):
             return
@@ -183,11 +223,11 @@ class ParseCache:
         def prune(db: sqlite3.Connection) -> None:  # the least recently scanned jobs go first
             left = n
             for job in jobs:
-                if left <= MAX_ROWS * 3 // 4:
+                if left <= MAX_BYTES * 3 // 4:
                     break
                 left -= _forget(db, job)
 
-        if n > MAX_ROWS:
+        if n > MAX_BYTES:
             self._write("bound", prune)
 
     def summary(self, job: str) -> tuple[bytes, bytes] | None:
@@ -196,18 +236,18 @@ class ParseCache:
         if db is None:
             return None
         try:
-            row = db.execute("SELECT key, rec FROM trials WHERE job = ? AND rel = x''", (os.fsencode(job),)).fetchone()
+            row = db.execute("SELECT digest, census FROM jobs WHERE job = ?", (os.fsencode(job),)).fetchone()
         except sqlite3.Error as exc:
             self._off(f"cannot read {self.path}: {exc}")
             return None
-        return (bytes(row[0]), bytes(row[1])) if row else None
+        return (bytes(row[0]), bytes(row[1])) if row and row[0] is not None and row[1] is not None else None
 
     def store_summary(self, job: str, digest: bytes | None, census: bytes | None) -> None:
         """Keep (or, with None, forget) the summary of `job`."""
-        if digest is None or census is None:
-            self.store(job, [], [""])
-        else:
-            self.store(job, [("", digest, census)], [])
+        both = (digest, census) if digest is not None and census is not None else (None, None)
+        self._write("summary", lambda db: db.execute(
+            "INSERT INTO jobs VALUES (?, ?, ?, ?) ON CONFLICT (job) DO UPDATE SET used = excluded.used, "
+            "digest = excluded.digest, census = excluded.census", (os.fsencode(job), time.time(), *both)))
 
     def forget_jobs_except(self, keep: set[str]) -> None:
         """Drop the records of job dirs that are no longer under the root."""

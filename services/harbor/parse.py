@@ -7,11 +7,14 @@ turns a Trial into the record the parse cache keeps, and back (`encode`, `decode
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, Self, TypedDict
 
 import orjson
 
@@ -40,6 +43,8 @@ def task_from_trial_name(trial_name: str) -> str:
 
 def finite(v: Any) -> float | None:
     """A finite number (not a bool), as a float; None for anything else."""
+    if type(v) is float:
+        return v if v - v == 0.0 else None  # (inf - inf and nan - nan are nan)
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
     try:
@@ -128,6 +133,70 @@ def load_json(data: bytes) -> Any:
             raise exc from None
 
 
+# The fields parse_trial reads, and nothing else: a real result.json also holds the trial's whole
+# config, and may hold a step's token ids, which need not become Python objects. Values are taken
+# as they are (the lenient reader judges them); only the nesting is a shape.
+class _Exception(TypedDict, total=False):
+    exception_type: Any
+    exception_message: Any
+
+
+class _Verifier(TypedDict, total=False):
+    rewards: Any
+
+
+class _Usage(TypedDict, total=False):
+    n_input_tokens: Any
+    n_cache_tokens: Any
+    n_output_tokens: Any
+    cost_usd: Any
+
+
+class _Model(TypedDict, total=False):
+    name: Any
+
+
+class _Agent(TypedDict, total=False):
+    name: Any
+    model_info: _Model | None
+
+
+class _Step(TypedDict, total=False):
+    verifier_result: _Verifier | None
+    exception_info: _Exception | None
+    agent_result: _Usage | None
+
+
+class _Result(TypedDict, total=False):
+    task_name: Any
+    trial_name: Any
+    source: Any
+    started_at: Any
+    finished_at: Any
+    verifier_result: _Verifier | None
+    exception_info: _Exception | None
+    agent_result: _Usage | None
+    agent_info: _Agent | None
+    step_results: list[_Step] | None
+
+
+@functools.cache
+def _result_reader() -> tuple[Callable[[bytes], Any], type[Exception]]:
+    import msgspec  # (imported on the first file parsed: a run the parse cache answers never needs it)
+
+    return msgspec.json.Decoder(_Result).decode, msgspec.MsgspecError
+
+
+def load_result(data: bytes) -> Any:
+    """A result.json as parse_trial reads it: the fields it reads, where the document has their
+    nesting; otherwise the whole document (load_json), for the lenient reader to say what is odd."""
+    decode, failed = _result_reader()
+    try:
+        return decode(data)
+    except failed:
+        return load_json(data)
+
+
 def _share(rewards: dict[str, float]) -> dict[str, float]:
     # Trials never change their rewards: the common one-key dicts are shared, not made 100k times
     if not rewards:
@@ -169,6 +238,38 @@ def _task_of(cfg: _Doc | None) -> str | None:
     return None
 
 
+def _odd(bad: list[str], field: str, what: str) -> None:
+    bad.append(f"result.json field {field!r}: {what}")
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _whole(v: Any) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    return int(v) if isinstance(v, float) and v.is_integer() else None
+
+
+def _when(v: Any) -> datetime | None:
+    try:
+        if isinstance(v, str):
+            return datetime.fromisoformat(v)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return datetime.fromtimestamp(v, UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    return None
+
+
+def _per_step(own: dict[str, Any] | None, steps: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    # a multi-step trial keeps its verifier result, exception and usage per step
+    if own is not None or not steps:
+        return own
+    return next((v for s in steps if type(v := s.get(key)) is dict), None)
+
+
 def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | None,
                 mtime: float | None, result_error: str | None = None) -> Trial:
     """The Trial of one trial dir from the bytes of its files. `result` None (and no
@@ -188,62 +289,66 @@ def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | N
     if not result.strip():
         return errored("result.json is empty")
     try:
-        raw = load_json(result)
+        raw = load_result(result)
     except ValueError as exc:
         return errored(f"result.json is not valid JSON (half-written?): {exc}")
     if not isinstance(raw, dict):
         return errored(f"result.json holds a JSON {type(raw).__name__}, not an object")
-    doc = _Doc(raw)
-    listed = raw.get("step_results")
-    if listed is not None and not isinstance(listed, list):
-        doc._bad("step_results", "not a list")
-        listed = None
-    steps = [_Doc(s) for s in listed or () if isinstance(s, dict)]
-
-    def first(key: str) -> _Doc | None:
-        # a multi-step trial keeps its verifier result, exception and usage per step
-        own = doc.obj(key)
-        if own is not None or not steps:
-            return own
-        return next((s.obj(key) for s in steps if s.obj(key) is not None), None)
-
-    rewards: dict[str, float] = {}
-    verifier = doc.obj("verifier_result")
-    if verifier is None or verifier.raw.get("rewards") is None:
-        verifier = next((v for s in steps if (v := s.obj("verifier_result")) and v.raw.get("rewards")),
+    # An object field of the wrong shape is read as absent. The first such field is the reason a
+    # trial with neither a reward nor an exception gives: the result's own fields first (`odd`),
+    # then those within them (`inner`); a step's odd fields are passed over.
+    odd: list[str] = []
+    inner: list[str] = []
+    got: dict[str, Any] = {}
+    for key in ("step_results", "verifier_result", "exception_info", "agent_result", "agent_info"):
+        v = raw.get(key)
+        if v is not None and type(v) is not (list if key == "step_results" else dict):
+            _odd(odd, key, "not a list" if key == "step_results" else "not an object")
+            v = None
+        got[key] = v
+    steps: list[dict[str, Any]] = [s for s in got["step_results"] or () if type(s) is dict]
+    verifier: dict[str, Any] | None = got["verifier_result"]
+    if verifier is None or verifier.get("rewards") is None:
+        verifier = next((v for s in steps if type(v := s.get("verifier_result")) is dict and v.get("rewards")),
                         verifier)
-    raw_rewards = verifier.obj("rewards") if verifier else None
-    for key, value in (raw_rewards.raw if raw_rewards else {}).items():
+    raw_rewards = verifier.get("rewards") if verifier else None
+    if raw_rewards is not None and type(raw_rewards) is not dict:
+        _odd(inner, "verifier_result.rewards", "not an object")
+        raw_rewards = None
+    rewards: dict[str, float] = {}
+    for key, value in (raw_rewards or _EMPTY).items():
         f = finite(value)
         if f is not None:
-            rewards[str(key)] = f
+            rewards[key] = f
     rewards = _share(rewards)
     reward = reward_of(rewards)
-    raised = first("exception_info")
-    exc_type = raised.text("exception_type") if raised else None
-    usage = first("agent_result")
-    info = doc.obj("agent_info")
-    model_info = info.obj("model_info") if info else None
-    problem = next((d.problem for d in (doc, verifier, raw_rewards, raised, usage, info, model_info)
-                    if d is not None and d.problem), None)
-    trial_name = doc.text("trial_name") or trial_name
+    raised = _per_step(got["exception_info"], steps, "exception_info")
+    exc_type = raised.get("exception_type") if raised else None
+    if exc_type is not None and not isinstance(exc_type, str):
+        _odd(inner, "exception_info.exception_type", "not a string")
+        exc_type = None
+    usage = _per_step(got["agent_result"], steps, "agent_result") or _EMPTY
+    info = got["agent_info"] or _EMPTY
+    model_info = info.get("model_info")
+    if model_info is not None and type(model_info) is not dict:
+        _odd(inner, "agent_info.model_info", "not an object")
+        model_info = None
+    problem = odd[0] if odd else inner[0] if inner else None
+    trial_name = _text(raw.get("trial_name")) or trial_name
     if trial_name == rel:
         trial_name = rel  # (one string for both: 100k of them stay as long as the console runs)
     return Trial(
-        trial_name, _intern(doc.text("task_name") or _task_of(cfg) or task_from_trial_name(trial_name)), rel,
-        TrialStatus.valid if reward is not None else TrialStatus.errored,
+        trial_name, _intern(_text(raw.get("task_name")) or _task_of(cfg) or task_from_trial_name(trial_name)),
+        rel, TrialStatus.valid if reward is not None else TrialStatus.errored,
         reward=reward, rewards=rewards,
-        exception_type=_name(exc_type), exception_message=raised.text("exception_message") if raised else None,
+        exception_type=_name(exc_type), exception_message=_text(raised.get("exception_message")) if raised else None,
         failure_class=failure_class(exc_type),
         parse_error=None if reward is not None or exc_type else problem or NO_REWARD_NOR_EXCEPTION,
-        started_at=doc.when("started_at"), finished_at=doc.when("finished_at"),
-        n_input_tokens=usage.whole("n_input_tokens") if usage else None,
-        n_cache_tokens=usage.whole("n_cache_tokens") if usage else None,
-        n_output_tokens=usage.whole("n_output_tokens") if usage else None,
-        cost_usd=usage.number("cost_usd") if usage else None,
-        model_name=_name((model_info.text("name") if model_info else None) or cfg_model),
-        agent_name=_name(info.text("name") if info else None),
-        source=_name(doc.text("source")), mtime=mtime,
+        started_at=_when(raw.get("started_at")), finished_at=_when(raw.get("finished_at")),
+        n_input_tokens=_whole(usage.get("n_input_tokens")), n_cache_tokens=_whole(usage.get("n_cache_tokens")),
+        n_output_tokens=_whole(usage.get("n_output_tokens")), cost_usd=finite(usage.get("cost_usd")),
+        model_name=_name(_text((model_info or _EMPTY).get("name")) or cfg_model),
+        agent_name=_name(_text(info.get("name"))), source=_name(_text(raw.get("source"))), mtime=mtime,
     )
 
 
@@ -277,14 +382,14 @@ _AT = {f: _KEPT.index(i) for i, f in enumerate(_FIELDS) if i in _KEPT}
 _DATES = (_AT["started_at"], _AT["finished_at"])
 _STATUS = {s.value: s for s in TrialStatus}
 _PATH, _ATTEMPT = _FIELDS.index("path"), _FIELDS.index("attempt")
+_kept = operator.attrgetter(*(_FIELDS[i] for i in _KEPT))
 _NAMES = tuple(_AT[f] for f in ("task_name", "exception_type", "failure_class", "model_name", "agent_name", "source"))
 
 
 def encode(t: Trial) -> bytes | None:
     """The record of a Trial; None when it cannot be kept (a name that is not UTF-8)."""
-    values = [getattr(t, _FIELDS[i]) for i in _KEPT]
     try:
-        return orjson.dumps(values)
+        return orjson.dumps(_kept(t))
     except TypeError:  # a surrogate-escaped name
         return None
 

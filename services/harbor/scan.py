@@ -226,7 +226,8 @@ class HarborScanner:
             lazy = self._from_summary(entries, new_keys, problems, label, now_mono, t0)
             if lazy is not None:
                 return lazy
-            persisted = self._from_cache(locs)
+            persisted, absent = self._from_cache(locs)
+            gone += absent  # (records of trial dirs gone before this process: forgotten too)
         changed: list[Trial] = []
         replaced: list[Trial] = []
         to_read: list[Loc] = []
@@ -378,16 +379,19 @@ class HarborScanner:
         return exp, {"trial_dirs": len(order), "files_read": 0, "cache_hits": len(order), "verified": len(order),
                      "seconds": time.perf_counter() - t0}
 
-    def _from_cache(self, locs: list[Loc]) -> dict[str, Trial]:
+    def _from_cache(self, locs: list[Loc]) -> tuple[dict[str, Trial], list[str]]:
         """The cached Trials of `locs` whose files still have the keys their records were built
-        from (config.json's is stat'ed for the records that name one)."""
+        from (config.json's is stat'ed for the records that name one), and the trial dirs the
+        cache holds records of that are not among `locs`."""
         assert self.cache is not None
         by_rel = {loc.rel: loc for loc in locs}
         out: dict[str, Trial] = {}
+        absent: set[str] = set()
         both: list[tuple[Loc, bytes, bytes]] = []
         for row_rel, key, rec in self.cache.rows(self.job_dir):
             loc = by_rel.get(row_rel)
             if loc is None:
+                absent.add(row_rel)
                 continue
             want = record_key(_key(loc), None)
             if key == want:
@@ -401,7 +405,7 @@ class HarborScanner:
                 with contextlib.suppress(ValueError, KeyError, TypeError, IndexError):
                     out[loc.rel] = decode(loc.rel, rec)
                     loc.ckey = ck
-        return out
+        return out, sorted(absent)
 
     def _materialize(self, order: dict[str, int]) -> list[Trial]:
         """The trials of the summary's answer: the records of the very keys its census was
@@ -409,7 +413,7 @@ class HarborScanner:
         by the scans that follow (within verify_window_s)."""
         # (the keys taken in one call: a scan in another thread may be changing them)
         locs = [walk.loc_of_key(rel, key) for rel, key in list(order.items())]
-        cached = self._from_cache(locs)
+        cached, _ = self._from_cache(locs)
         read: list[Trial] = []  # (a record lost since the summary: read from the files)
         self._read([loc for loc in locs if loc.rel not in cached], self.fs.now(), read, [], no_progress)
         cached.update((t.path, t) for t in read)

@@ -60,8 +60,8 @@ def settled(key: Key, now: float) -> bool:
     """A regular file that has not changed in the last RACY_S (by mtime and ctime)."""
     if key is None or key < 0:
         return False
-    changed = max(key >> 192, (key >> 128) & _M64) / 1e9
-    return changed < now - RACY_S
+    limit = (now - RACY_S) * 1e9
+    return key >> 192 < limit and (key >> 128) & _M64 < limit
 
 
 def running_key(ckey: Key) -> int:
@@ -115,22 +115,22 @@ def _kind(entry: Any) -> str:
 
 def read_local(path: str) -> Read:
     """A regular file's bytes (never a fifo or device; at most MAX_BYTES)."""
-    name = os.path.basename(path)
     try:
         fd = os.open(path, _OPEN)
     except FileNotFoundError:
+        name = os.path.basename(path)
         if os.path.lexists(path):
             return None, "%s unreadable: a symlink to a missing file" % name
         return None, None
     except OSError as exc:
-        return None, "%s unreadable: %s" % (name, exc.strerror or exc)
+        return None, "%s unreadable: %s" % (os.path.basename(path), exc.strerror or exc)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "Is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            return None, "%s unreadable: %s" % (name, kind)
+            return None, "%s unreadable: %s" % (os.path.basename(path), kind)
         if st.st_size > MAX_BYTES:
-            return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
+            return None, "%s is larger than %d MiB" % (os.path.basename(path), MAX_BYTES >> 20)
         data = os.read(fd, st.st_size + 1)
         if len(data) > st.st_size:  # it grew since the fstat: read it to its end, within the cap
             chunks = [data]
@@ -138,10 +138,10 @@ def read_local(path: str) -> Read:
                 chunks.append(os.read(fd, 1 << 20))
             data = b"".join(chunks)
             if len(data) > MAX_BYTES:
-                return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
+                return None, "%s is larger than %d MiB" % (os.path.basename(path), MAX_BYTES >> 20)
         return data, None
     except OSError as exc:
-        return None, "%s unreadable: %s" % (name, exc.strerror or exc)
+        return None, "%s unreadable: %s" % (os.path.basename(path), exc.strerror or exc)
     finally:
         os.close(fd)
 
@@ -389,7 +389,7 @@ def needs_config(result: Optional[bytes]) -> bool:
     """Whether a trial's record needs its config.json: unless its result.json is whole and names
     its task (older Harbor did not; a half-written one cannot be read), the task, trial name and
     model come from config.json too."""
-    return result is None or _NAMES_TASK.search(result) is None or not result.rstrip().endswith(b"}")
+    return result is None or not result[-64:].rstrip().endswith(b"}") or _NAMES_TASK.search(result) is None
 
 
 def read_trials(fs: Any, job: str, locs: Sequence[Loc]) -> List[Tuple[Read, Read]]:

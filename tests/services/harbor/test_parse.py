@@ -4,9 +4,22 @@ version is bumped and the goldens written again — so no cache keeps records of
 
 from __future__ import annotations
 
-import pytest
+import json
+from collections.abc import Iterator
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.core.models import TrialStatus
+from services.harbor import parse
 from services.harbor.parse import VERSION, decode, encode, parse_trial
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as m:  # (hypothesis runs a test many times in one fixture)
+        yield m
 
 VALID = (b'{"trial_name":"fix-git__AbCdEfG","task_name":"fix-git","started_at":"2026-11-01T10:00:00+00:00",'
          b'"finished_at":"2026-11-01T10:12:30+00:00","verifier_result":{"rewards":{"reward":1.0}},'
@@ -33,3 +46,61 @@ def test_a_trial_file_becomes_its_golden_record_and_back(result: bytes) -> None:
     trial = parse_trial("fix-git__X", "fix-git__X", result, None, 1764000000.5)
     assert encode(trial) == GOLDEN[result], "the record changed: bump parse.VERSION"
     assert decode("fix-git__X", GOLDEN[result]) == trial
+
+
+# -- the reading of only the fields the parser reads ----------------------------------------------
+
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(2 ** 63), 2 ** 64 - 1),
+                  st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8),
+                  st.sampled_from(["2026-11-01T00:00:01+00:00", "2026-13-01", "AgentTimeoutError", "reward"]),
+                  st.just([]), st.just({}), st.just([1]), st.just({"a": 1}))
+
+
+def _object(fields: dict[str, st.SearchStrategy[object]]) -> st.SearchStrategy[object]:
+    # an object with some of its fields, or (rarely) a value of the wrong shape in its place
+    return st.one_of(st.fixed_dictionaries({}, optional=fields), _LEAF)
+
+
+_REWARDS = st.one_of(st.dictionaries(st.sampled_from(["reward", "acc", "r2"]),
+                                     st.one_of(st.floats(allow_nan=False), st.integers(-3, 3), st.booleans(),
+                                               st.none(), st.text(max_size=2)), max_size=3), _LEAF)
+_VERIFIER = _object({"rewards": _REWARDS})
+_EXCEPTION = _object({"exception_type": _LEAF, "exception_message": _LEAF, "exception_traceback": _LEAF})
+_USAGE = _object({k: _LEAF for k in ("n_input_tokens", "n_cache_tokens", "n_output_tokens", "cost_usd",
+                                       "rollout_details")})
+_AGENT = _object({"name": _LEAF, "version": _LEAF, "model_info": _object({"name": _LEAF, "provider": _LEAF})})
+_STEP = _object({"verifier_result": _VERIFIER, "exception_info": _EXCEPTION, "agent_result": _USAGE})
+_RESULT = st.one_of(st.fixed_dictionaries({}, optional={
+    **{k: _LEAF for k in ("task_name", "trial_name", "source", "started_at", "finished_at", "id")},
+    "config": _object({"agent": _object({"kwargs": _LEAF})}),
+    "verifier_result": _VERIFIER, "exception_info": _EXCEPTION, "agent_result": _USAGE, "agent_info": _AGENT,
+    "step_results": st.one_of(st.lists(_STEP, max_size=3), _LEAF)}), _LEAF)
+_CONFIG = st.sampled_from([None, b'{"trial_name": "c__B", "task": {"name": "org/alpha"}, '
+                                 b'"agent": {"name": "ag", "model_name": "m2"}}', b'{"agent": 5}', b"{"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(doc=_RESULT, config=_CONFIG)
+def test_reading_only_the_parsers_fields_gives_the_trial_of_the_whole_document(
+        doc: object, config: bytes | None, monkeypatch_module: pytest.MonkeyPatch) -> None:
+    data = json.dumps(doc).encode()
+    pruned = parse_trial("t__AAAAAAA", "t__AAAAAAA", data, config, 1.0)
+    with monkeypatch_module.context() as m:
+        m.setattr(parse, "load_result", parse.load_json)
+        whole = parse_trial("t__AAAAAAA", "t__AAAAAAA", data, config, 1.0)
+    assert pruned == whole
+
+
+def test_a_token_count_past_64_bits_is_read_exactly() -> None:
+    data = b'{"verifier_result": {"rewards": {"reward": 1}}, "agent_result": {"n_input_tokens": 123456789012345678901}}'
+    assert parse_trial("t__A", "t__A", data, None, None).n_input_tokens == 123456789012345678901
+
+
+def test_a_big_side_field_is_not_what_the_trial_is_read_from() -> None:
+    rollout = {"completion_token_ids": list(range(50_000)), "logprobs": [0.5] * 50_000}
+    data = json.dumps({"task_name": "t", "verifier_result": {"rewards": {"reward": 0.0}},
+                       "agent_result": {"n_output_tokens": 7, "rollout_details": [rollout]}}).encode()
+    t = parse_trial("t__A", "t__A", data, None, None)
+    assert (t.status, t.reward, t.n_output_tokens) == (TrialStatus.valid, 0.0, 7)
+    assert parse.load_result(data) == {"task_name": "t", "verifier_result": {"rewards": {"reward": 0.0}},
+                                       "agent_result": {"n_output_tokens": 7}}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -195,8 +196,8 @@ def test_garbage_records_are_read_again(tmp_path: Path) -> None:
     HarborSource(d).scan_sync()
     path = next(cache_dir().glob("scan-*.sqlite"))
     db = sqlite3.connect(path)
-    db.execute("UPDATE trials SET rec = x'5b317d'")  # not a record
-    db.execute("UPDATE trials SET rec = x'00' WHERE rel = x''")  # the job's summary
+    db.execute("UPDATE packs SET data = x'00'")  # not a pack
+    db.execute("UPDATE jobs SET census = x'00'")  # the job's summary
     db.commit()
     db.close()
     assert _figures(d) == truth
@@ -211,9 +212,7 @@ def test_a_new_version_drops_the_old_records(tmp_path: Path) -> None:
     db.commit()
     db.close()
     assert HarborSource(d).scan_sync().stats["files_read"] == 13
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT count(*) FROM trials WHERE rel != x''").fetchone()[0] == 13
-    db.close()
+    assert len({rel for rel, _, _ in ParseCache(str(d)).rows(str(d))}) == 13
 
 
 def test_no_cache_reads_every_file(tmp_path: Path) -> None:
@@ -295,10 +294,10 @@ def test_the_cache_is_bounded_and_forgets_gone_jobs(tmp_path: Path, monkeypatch:
     HarborSource(d, cache=cache).scan_sync()
     cache.forget_jobs_except(set())
     assert list(cache.rows(str(d))) == []
-    monkeypatch.setattr(cache_mod, "MAX_ROWS", 5)
+    monkeypatch.setattr(cache_mod, "MAX_BYTES", 5)
     HarborSource(d, cache=cache).scan_sync()
     db = sqlite3.connect(cache.path)
-    assert db.execute("SELECT count(*) FROM trials").fetchone()[0] <= 5
+    assert db.execute("SELECT count(*) FROM packs").fetchone()[0] == 0
     db.close()
 
 
@@ -342,3 +341,46 @@ def test_a_half_written_and_a_foreign_name_are_read_again_and_the_rest_kept(tmp_
     assert first.stats["files_read"] == 33
     assert HarborSource(d).scan_sync().stats["files_read"] == 1  # only the foreign name is read again
     assert _figures(d) == serial
+
+
+def _packs(cache: ParseCache) -> int:
+    db = sqlite3.connect(cache.path)
+    try:
+        return int(db.execute("SELECT count(*) FROM packs").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_a_first_read_is_kept_a_batch_to_a_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.harbor.scan as scan_mod
+
+    monkeypatch.setattr(scan_mod, "READ_BATCH", 4)
+    d = _job(tmp_path, n=11)  # 12 finished trials and a running one
+    cache = ParseCache(str(d))
+    HarborSource(d, cache=cache).scan_sync()
+    assert _packs(cache) == 3
+    assert len(list(cache.rows(str(d)))) == 12
+
+
+def test_packs_are_merged_and_the_latest_record_of_each_trial_kept(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.harbor.cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "MERGE_AT", 1)
+    d = _job(tmp_path, n=6)
+    cache = ParseCache(str(d))
+    HarborSource(d, cache=cache).scan_sync()
+    names = sorted(p.name for p in d.iterdir() if (p / "result.json").exists())
+    old = datetime(2026, 1, 1).timestamp()
+    for i, name in enumerate(names[:4]):  # each rewritten, read by its own process, kept as its own pack
+        f = d / name / "result.json"
+        f.write_text(f.read_text().replace('"reward": 1.0', '"reward": 0.25'))
+        os.utime(f, (old + i, old + i))
+        HarborSource(d, cache=cache).scan_sync()
+    shutil.rmtree(d / names[5])
+    HarborSource(d, cache=cache).scan_sync()
+    assert _packs(cache) == 1
+    rels = [rel for rel, _, _ in cache.rows(str(d))]
+    assert sorted(set(rels)) == sorted(rels)  # merged: one record of each, the gone one forgotten
+    assert names[5] not in rels
+    assert _figures(d) == _figures(d, cache=False)
