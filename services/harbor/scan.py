@@ -296,18 +296,21 @@ class HarborScanner:
             put: list[tuple[str, bytes, bytes]] = []
             for loc, (result, config) in zip(part, walk.read_trials(self.fs, self.job_dir, part), strict=True):
                 trial = trial_of(loc, result, config)
-                replaced += [by_path[loc.rel]] if loc.rel in by_path else []
+                rel = loc.rel
+                if rel in by_path:
+                    replaced.append(by_path[rel])
                 changed.append(trial)
                 if not loc_settled(loc, now):
-                    self.racy.add(loc.rel)
+                    self.racy.add(rel)
                     continue
-                self.racy.discard(loc.rel)
-                if self.cache is not None and loc.error is None and _keeps(_key(loc)):
+                self.racy.discard(rel)
+                key = _key(loc)
+                if self.cache is not None and loc.error is None and _keeps(key):
                     rec = encode(trial)
                     if rec is None:
                         unsaved += 1
                     else:
-                        put.append((loc.rel, record_key(_key(loc), _ckey(loc)), rec))
+                        put.append((rel, record_key(key, _ckey(loc)), rec))
             if self.cache is not None:
                 self.cache.store(self.job_dir, put, [])
             progress(min(i + READ_BATCH, len(to_read)), len(to_read), "reading trials")

@@ -396,16 +396,17 @@ def read_trials(fs: Any, job: str, locs: Sequence[Loc]) -> List[Tuple[Read, Read
     """Each trial's (result.json, config.json) as its record is built from them: config.json
     only where it is needed, its key then put in the Loc (the record's key covers it)."""
     none = (None, None)  # type: Read
+    base = job.rstrip("/") + "/"
     results = {i: (None, key_problem("result.json", loc.rkey)) for i, loc in enumerate(locs)
                if loc.rkey is not None and loc.rkey < 0 and loc.error is None}  # type: Dict[int, Read]
     finished = [i for i, loc in enumerate(locs) if loc.rkey is not None and loc.rkey >= 0 and loc.error is None]
-    results.update(zip(finished, fs.read([_join(job, locs[i].rel, "result.json") for i in finished])))
+    results.update(zip(finished, fs.read([base + locs[i].rel + "/result.json" for i in finished])))
     want = [i for i, loc in enumerate(locs) if loc.error is None and needs_config(results.get(i, none)[0])]
     unkeyed = [i for i in want if locs[i].ckey is None and locs[i].rkey is not None]
-    for i, k in zip(unkeyed, fs.stat([_join(job, locs[i].rel, "config.json") for i in unkeyed])):
+    for i, k in zip(unkeyed, fs.stat([base + locs[i].rel + "/config.json" for i in unkeyed])):
         locs[i].ckey = k
     readable = [i for i in want if (locs[i].ckey or -1) >= 0]
-    configs = dict(zip(readable, fs.read([_join(job, locs[i].rel, "config.json") for i in readable])))
+    configs = dict(zip(readable, fs.read([base + locs[i].rel + "/config.json" for i in readable])))
     return [(results.get(i, none), configs.get(i, none)) for i in range(len(locs))]
 
 
