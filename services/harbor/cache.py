@@ -83,7 +83,7 @@ def _forget(db: sqlite3.Connection, job: bytes) -> int:
 
 
 def _entries(db: sqlite3.Connection, job: bytes) -> Iterator[_Entry]:
-    for (data,) in db.execute("SELECT data FROM packs WHERE job = ? ORDER BY id", (job,)).fetchall():
+    for (data,) in db.execute("SELECT data FROM packs WHERE job = ? ORDER BY id", (job,)):
         _, unpack, damaged = _codec()
         try:
             yield from unpack(data)
@@ -183,13 +183,11 @@ class ParseCache:
         if db is None:
             return
         try:
-            entries = list(_entries(db, os.fsencode(job)))
+            for rel, key, rec in _entries(db, os.fsencode(job)):  # (a pack at a time: memory stays flat)
+                if key:
+                    yield os.fsdecode(rel), key, rec
         except sqlite3.Error as exc:
             self._off(f"cannot read {self.path}: {exc}")
-            return
-        for rel, key, rec in entries:
-            if key:
-                yield os.fsdecode(rel), key, rec
 
     def store(self, job: str, put: list[tuple[str, bytes, bytes]], drop: list[str]) -> None:
         """Keep what a scan parsed and forget what is gone, in one transaction."""
