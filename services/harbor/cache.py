@@ -83,8 +83,8 @@ def _forget(db: sqlite3.Connection, job: bytes) -> int:
 
 
 def _entries(db: sqlite3.Connection, job: bytes) -> Iterator[_Entry]:
+    _, unpack, damaged = _codec()
     for (data,) in db.execute("SELECT data FROM packs WHERE job = ? ORDER BY id", (job,)):
-        _, unpack, damaged = _codec()
         try:
             yield from unpack(data)
         except damaged:

@@ -14,7 +14,7 @@ import operator
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Self, TypedDict
+from typing import Any, Self, TypedDict, TypeVar
 
 import orjson
 
@@ -27,6 +27,7 @@ from services.harbor.walk import Loc, Read, key_mtime
 VERSION = 1
 
 _intern = sys.intern
+_T = TypeVar("_T")
 _EMPTY: dict[str, float] = {}
 _SHARED: dict[tuple[str, float], dict[str, float]] = {}
 
@@ -59,6 +60,27 @@ def reward_of(rewards: dict[str, float]) -> float | None:
     return rewards.get("reward")
 
 
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _whole(v: Any) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    return int(v) if isinstance(v, float) and v.is_integer() else None
+
+
+def _when(v: Any) -> datetime | None:
+    try:
+        if isinstance(v, str):
+            return datetime.fromisoformat(v)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return datetime.fromtimestamp(v, UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    return None
+
+
 class _Doc:
     """A JSON object read leniently: each getter gives the value or None, and remembers the
     first field whose value had the wrong shape. `file` names the file in that problem; the
@@ -83,42 +105,24 @@ class _Doc:
             return None
         return self.__class__(v, f"{self.where}{key}.", self.file)
 
-    def text(self, key: str) -> str | None:
+    def _judged(self, key: str, judge: Callable[[Any], _T | None], what: str) -> _T | None:
         v = self.raw.get(key)
-        if v is None or isinstance(v, str):
-            return v
-        self._bad(key, "not a string")
-        return None
+        got = judge(v)
+        if v is not None and got is None:
+            self._bad(key, what)
+        return got
+
+    def text(self, key: str) -> str | None:
+        return self._judged(key, _text, "not a string")
 
     def whole(self, key: str) -> int | None:
-        v = self.raw.get(key)
-        if v is None or (isinstance(v, int) and not isinstance(v, bool)):
-            return v
-        if isinstance(v, float) and v.is_integer():
-            return int(v)
-        self._bad(key, "not an integer")
-        return None
+        return self._judged(key, _whole, "not an integer")
 
     def number(self, key: str) -> float | None:
-        v = self.raw.get(key)
-        f = finite(v)
-        if v is not None and f is None:
-            self._bad(key, "not a finite number")
-        return f
+        return self._judged(key, finite, "not a finite number")
 
     def when(self, key: str) -> datetime | None:
-        v = self.raw.get(key)
-        if v is None:
-            return None
-        try:
-            if isinstance(v, str):
-                return datetime.fromisoformat(v)
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                return datetime.fromtimestamp(v, UTC)
-        except (ValueError, OverflowError, OSError):
-            pass
-        self._bad(key, "not a date and time")
-        return None
+        return self._judged(key, _when, "not a date and time")
 
 
 def load_json(data: bytes) -> Any:
@@ -167,15 +171,12 @@ class _Step(TypedDict, total=False):
     agent_result: _Usage | None
 
 
-class _Result(TypedDict, total=False):
+class _Result(_Step, total=False):  # (a trial's own verifier result, exception and usage, or its steps')
     task_name: Any
     trial_name: Any
     source: Any
     started_at: Any
     finished_at: Any
-    verifier_result: _Verifier | None
-    exception_info: _Exception | None
-    agent_result: _Usage | None
     agent_info: _Agent | None
     step_results: list[_Step] | None
 
@@ -240,27 +241,6 @@ def _task_of(cfg: _Doc | None) -> str | None:
 
 def _odd(bad: list[str], field: str, what: str) -> None:
     bad.append(f"result.json field {field!r}: {what}")
-
-
-def _text(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _whole(v: Any) -> int | None:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    return int(v) if isinstance(v, float) and v.is_integer() else None
-
-
-def _when(v: Any) -> datetime | None:
-    try:
-        if isinstance(v, str):
-            return datetime.fromisoformat(v)
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return datetime.fromtimestamp(v, UTC)
-    except (ValueError, OverflowError, OSError):
-        pass
-    return None
 
 
 def _per_step(own: dict[str, Any] | None, steps: list[dict[str, Any]], key: str) -> dict[str, Any] | None:

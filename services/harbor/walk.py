@@ -115,22 +115,22 @@ def _kind(entry: Any) -> str:
 
 def read_local(path: str) -> Read:
     """A regular file's bytes (never a fifo or device; at most MAX_BYTES)."""
+    name = os.path.basename(path)
     try:
         fd = os.open(path, _OPEN)
     except FileNotFoundError:
-        name = os.path.basename(path)
         if os.path.lexists(path):
             return None, "%s unreadable: a symlink to a missing file" % name
         return None, None
     except OSError as exc:
-        return None, "%s unreadable: %s" % (os.path.basename(path), exc.strerror or exc)
+        return None, "%s unreadable: %s" % (name, exc.strerror or exc)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "Is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            return None, "%s unreadable: %s" % (os.path.basename(path), kind)
+            return None, "%s unreadable: %s" % (name, kind)
         if st.st_size > MAX_BYTES:
-            return None, "%s is larger than %d MiB" % (os.path.basename(path), MAX_BYTES >> 20)
+            return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
         data = os.read(fd, st.st_size + 1)
         if len(data) > st.st_size:  # it grew since the fstat: read it to its end, within the cap
             chunks = [data]
@@ -138,10 +138,10 @@ def read_local(path: str) -> Read:
                 chunks.append(os.read(fd, 1 << 20))
             data = b"".join(chunks)
             if len(data) > MAX_BYTES:
-                return None, "%s is larger than %d MiB" % (os.path.basename(path), MAX_BYTES >> 20)
+                return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
         return data, None
     except OSError as exc:
-        return None, "%s unreadable: %s" % (os.path.basename(path), exc.strerror or exc)
+        return None, "%s unreadable: %s" % (name, exc.strerror or exc)
     finally:
         os.close(fd)
 
