@@ -228,6 +228,20 @@ class ParseCache:
         if n > MAX_BYTES:
             self._write("bound", prune)
 
+    def holds(self, job: str) -> bool:
+        """Whether the cache keeps anything of `job`: records, or a summary."""
+        db = self._open()
+        if db is None:
+            return False
+        jb = os.fsencode(job)
+        try:
+            (held,) = db.execute("SELECT EXISTS (SELECT 1 FROM packs WHERE job = ?) OR EXISTS "
+                                 "(SELECT 1 FROM jobs WHERE job = ? AND digest IS NOT NULL)", (jb, jb)).fetchone()
+        except sqlite3.Error as exc:
+            self._off(f"cannot read {self.path}: {exc}")
+            return False
+        return bool(held)
+
     def summary(self, job: str) -> tuple[bytes, bytes] | None:
         """(digest, census) stored for `job`, or None."""
         db = self._open()

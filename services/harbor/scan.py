@@ -144,8 +144,9 @@ class HarborScanner:
             take -= len(part)
         return due
 
-    def _locate(self, entries: list[walk.Entry], problems: list[str]) -> list[Loc]:
-        locs, folders = walk.locate(self.fs, self.job_dir, entries, problems)
+    def _locate(self, entries: list[walk.Entry], problems: list[str],
+                reads: dict[str, walk.Read] | None = None) -> list[Loc]:
+        locs, folders = walk.locate(self.fs, self.job_dir, entries, problems, reads)
         for name, _ in entries:
             self._folders.pop(name, None)
             self._links.discard(name)
@@ -203,9 +204,17 @@ class HarborScanner:
         entries: list[walk.Entry] = listing if isinstance(listing, list) else []
         if not listed:
             problems.append(f"cannot list {self.job_dir}: {listing}")
+        # a first read of a job the cache holds nothing of: each file is read as it is found
+        first = self._last is None and listed and (self.cache is None or not self.cache.holds(self.job_dir))
+        changed: list[Trial] = []
+        unsaved = 0
         if full:
             self._entries, self._folders, self._links = entries, {}, set()
-            locs, gone = self._locate(entries, problems), list[str]()
+            gone = list[str]()
+            if first:
+                locs, unsaved = self._first_read(entries, problems, now, changed, progress)
+            else:
+                locs = self._locate(entries, problems)
         else:
             locs, gone = self._changes(entries, now_mono, problems) if listed else ([], [])
         # a record built from config.json too is checked against both files
@@ -222,17 +231,16 @@ class HarborScanner:
             gone = [rel for rel in self.keys if rel not in new_keys]
         by_path = self.index.by_path
         persisted: dict[str, Trial] = {}
-        if self._last is None and self.cache is not None and listed:
+        if self._last is None and self.cache is not None and listed and not first:
             lazy = self._from_summary(entries, new_keys, problems, label, now_mono, t0)
             if lazy is not None:
                 return lazy
             persisted, absent = self._from_cache(locs)
             gone += absent  # (records of trial dirs gone before this process: forgotten too)
-        changed: list[Trial] = []
         replaced: list[Trial] = []
         to_read: list[Loc] = []
         hits = 0
-        for loc in locs:
+        for loc in [] if first else locs:
             rel = loc.rel
             if self.keys.get(rel) == _key(loc) and self.ckeys.get(rel) == _ckey(loc) and rel in by_path \
                     and rel not in self.racy:
@@ -246,8 +254,9 @@ class HarborScanner:
             changed.append(trial)
         if to_read:
             progress(0, len(to_read), f"reading {len(to_read)} trial files in {posixpath.basename(self.job_dir)}")
-        unsaved = self._read(to_read, now, changed, replaced, progress)
-        self.files_read += len(to_read)
+        unsaved += self._read(to_read, now, changed, replaced, progress)
+        n_read = len(locs) if first else len(to_read)
+        self.files_read += n_read
         self._remember(locs, gone, full, new_keys if full else None)
         gone_trials = [by_path[rel] for rel in gone if rel in by_path]
         if self._last is None:
@@ -265,7 +274,7 @@ class HarborScanner:
                                      self.index.census.to_bytes() if whole else None)
         names = walk.job_file_names(self.fs, self.job_dir, entries)
         job_keys: tuple[object, ...] = (*names, *self.fs.stat([f"{self.job_dir}/{n}" for n in names]))
-        stats = {"trial_dirs": len(self.keys), "files_read": len(to_read), "cache_hits": hits,
+        stats = {"trial_dirs": len(self.keys), "files_read": n_read, "cache_hits": hits,
                  "verified": len(locs), "seconds": 0.0}
         if not changed and not gone and job_keys == self._job_keys and self._last is not None:
             self._last.__dict__["verified_at"] = self.verified_at  # nothing changed: the last Experiment stands
@@ -278,15 +287,38 @@ class HarborScanner:
         if self._last is not None:
             self._last._delta = None  # one step of history, never a chain of old Experiments
             exp._delta = (self._last, gone_trials + replaced, changed, self.index.touched)
-        elif len(to_read) > READ_BATCH:
+        elif n_read > READ_BATCH:
             give_back_memory()
         self._last = exp
         stats["seconds"] = time.perf_counter() - t0
         return exp, stats
 
+    def _first_read(self, entries: list[walk.Entry], problems: list[str], now: float, changed: list[Trial],
+                    progress: ProgressFn) -> tuple[list[Loc], int]:
+        """The trial dirs of `entries`, located and read a batch of entries at a time, each
+        result.json keyed from the open file (no stat before its read); and the number that
+        could not be cached. Once the disk is found slow, the rest are stat'ed at once and read
+        as any scan reads them, each next batch hinted to the kernel."""
+        locs: list[Loc] = []
+        unsaved = at = 0
+        while at < len(entries) and not getattr(self.fs, "cold", False):
+            reads: dict[str, walk.Read] = {}
+            part = self._locate(entries[at: at + READ_BATCH], problems, reads)
+            unsaved += self._read(part, now, changed, [], no_progress, reads)
+            locs += part
+            at += READ_BATCH
+            progress(min(at, len(entries)), len(entries), "reading trials")
+        if at < len(entries):
+            rest = self._locate(entries[at:], problems)
+            locs += rest
+            unsaved += self._read(rest, now, changed, [], lambda done, total, what: progress(
+                at + done, None if total is None else at + total, what))
+        return locs, unsaved
+
     def _read(self, to_read: list[Loc], now: float, changed: list[Trial], replaced: list[Trial],
-              progress: ProgressFn) -> int:
-        """Read, parse and cache `to_read`, a batch at a time; the number that could not be cached."""
+              progress: ProgressFn, reads: dict[str, walk.Read] | None = None) -> int:
+        """Read, parse and cache `to_read`, a batch at a time (`reads`: what locate read of their
+        result.json files); the number that could not be cached."""
         unsaved = 0
         by_path = self.index.by_path
         for i in range(0, len(to_read), READ_BATCH):
@@ -294,7 +326,8 @@ class HarborScanner:
             # (the next batch's files come off a cold disk while this one is parsed)
             walk.prefetch_trials(self.fs, self.job_dir, to_read[i if i == 0 else i + READ_BATCH: i + 2 * READ_BATCH])
             put: list[tuple[str, bytes, bytes]] = []
-            for loc, (result, config) in zip(part, walk.read_trials(self.fs, self.job_dir, part), strict=True):
+            for loc, (result, config) in zip(part, walk.read_trials(self.fs, self.job_dir, part, reads),
+                                                   strict=True):
                 trial = trial_of(loc, result, config)
                 rel = loc.rel
                 if rel in by_path:

@@ -81,6 +81,8 @@ def key_problem(name: str, key: int) -> str:
     """Why a file with a negative key cannot be read."""
     if key == BROKEN:
         return "%s unreadable: a symlink to a missing file" % name
+    if key == DENIED:
+        return "%s unreadable: %s" % (name, os.strerror(errno.EACCES))
     return "%s unreadable: %s" % (name, "Is a directory" if key == A_DIR else "not a regular file")
 
 
@@ -102,7 +104,8 @@ class WalkError(Exception):
 
 # -- this machine's disk ----------------------------------------------------------------------
 
-_OPEN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK  # (never wait on a fifo)
+# (never wait on a fifo, nor take a terminal for the process's own)
+_OPEN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK | os.O_NOCTTY
 
 
 def _kind(entry: Any) -> str:
@@ -113,24 +116,26 @@ def _kind(entry: Any) -> str:
         return "other"
 
 
-def read_local(path: str) -> Read:
-    """A regular file's bytes (never a fifo or device; at most MAX_BYTES)."""
-    name = os.path.basename(path)
+def read_local(path: str) -> Tuple[Key, Optional[bytes], Optional[str]]:
+    """A regular file's key, taken from the open file, and its bytes (never a fifo's or a
+    device's; at most MAX_BYTES): (key, bytes, why they could not be read)."""
     try:
         fd = os.open(path, _OPEN)
-    except FileNotFoundError:
-        if os.path.lexists(path):
-            return None, "%s unreadable: a symlink to a missing file" % name
-        return None, None
-    except OSError as exc:
-        return None, "%s unreadable: %s" % (name, exc.strerror or exc)
+    except OSError as exc:  # (keyed as a stat keys it)
+        known = stat_local(path)
+        name = os.path.basename(path)
+        if known is None or known < 0:
+            return known, None, None if known is None else key_problem(name, known)
+        return known, None, "%s unreadable: %s" % (name, exc.strerror or exc)
+    key = None  # type: Key
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = "Is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            return None, "%s unreadable: %s" % (name, kind)
+            key = A_DIR if stat.S_ISDIR(st.st_mode) else ODD
+            return key, None, key_problem(os.path.basename(path), key)
+        key = pack_key(st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         if st.st_size > MAX_BYTES:
-            return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
+            return key, None, "%s is larger than %d MiB" % (os.path.basename(path), MAX_BYTES >> 20)
         data = os.read(fd, st.st_size + 1)
         if len(data) > st.st_size:  # it grew since the fstat: read it to its end, within the cap
             chunks = [data]
@@ -138,10 +143,10 @@ def read_local(path: str) -> Read:
                 chunks.append(os.read(fd, 1 << 20))
             data = b"".join(chunks)
             if len(data) > MAX_BYTES:
-                return None, "%s is larger than %d MiB" % (name, MAX_BYTES >> 20)
-        return data, None
+                return key, None, "%s is larger than %d MiB" % (os.path.basename(path), MAX_BYTES >> 20)
+        return key, data, None
     except OSError as exc:
-        return None, "%s unreadable: %s" % (name, exc.strerror or exc)
+        return key, None, "%s unreadable: %s" % (os.path.basename(path), exc.strerror or exc)
     finally:
         os.close(fd)
 
@@ -220,7 +225,14 @@ class LocalFS(object):
         return out
 
     def read(self, paths: Sequence[str]) -> List[Read]:
-        return overlapped(read_local, paths)[0]
+        return [(data, why) for _, data, why in self.read_files(paths)]
+
+    def read_files(self, paths: Sequence[str]) -> List[Tuple[Key, Optional[bytes], Optional[str]]]:
+        """(key, bytes, problem) of each file from one open of it (walk.read_files)."""
+        out, slow = overlapped(read_local, paths)
+        if slow is not None:
+            self.cold = slow
+        return out
 
     def prefetch(self, paths: Sequence[str]) -> None:
         """On a cold disk, have the kernel start reading these files now, without waiting for
@@ -262,8 +274,11 @@ def _top_keys(data: Optional[bytes]) -> Set[str]:
     return set(doc) if isinstance(doc, dict) else set()
 
 
-def read_files(fs: Any, paths: List[str]) -> List[Tuple[Key, Optional[bytes], Optional[str]]]:
-    """Stat, then read what is a regular file: (key, bytes, problem) each."""
+def read_files(fs: Any, paths: Sequence[str]) -> List[Tuple[Key, Optional[bytes], Optional[str]]]:
+    """(key, bytes, problem) of each file: where the FS can key a file as it reads it (LocalFS),
+    in one go; otherwise a stat, then a read of what is a regular file."""
+    if hasattr(fs, "read_files"):
+        return fs.read_files(paths)
     keys = fs.stat(paths)
     regular = [i for i, k in enumerate(keys) if k is not None and k >= 0]
     reads = dict(zip(regular, fs.read([paths[i] for i in regular])))
@@ -318,9 +333,19 @@ def find_jobs(fs: Any, root: str) -> Tuple[List[str], List[Tuple[str, str]]]:
     return jobs, unreadable
 
 
-def trial_keys(fs: Any, dirs: List[str]) -> List[Tuple[Key, Key]]:
-    """(result.json key, config.json key) of each dir; config.json only where result.json is absent."""
-    rkeys = fs.stat([d + "/result.json" for d in dirs])
+def trial_keys(fs: Any, dirs: List[str], reads: Optional[Dict[str, Read]] = None) -> List[Tuple[Key, Key]]:
+    """(result.json key, config.json key) of each dir; config.json only where result.json is absent.
+    With `reads`, each result.json is read rather than stat'ed (a first read, that would read them
+    all next), and what was read of each regular one goes in reads[dir]."""
+    paths = [d + "/result.json" for d in dirs]
+    if reads is None:
+        rkeys = fs.stat(paths)
+    else:
+        rkeys = []
+        for d, (key, data, why) in zip(dirs, read_files(fs, paths)):
+            rkeys.append(key)
+            if key is not None and key >= 0:
+                reads[d] = (data, why)
     missing = [i for i, k in enumerate(rkeys) if k is None]
     ckeys = [None] * len(dirs)  # type: List[Key]
     for i, k in zip(missing, fs.stat([dirs[i] + "/config.json" for i in missing])):
@@ -336,9 +361,11 @@ def loc_of(rel: str, name: str, rkey: Key, ckey: Key) -> Optional[Loc]:
     return Loc(rel, name, rkey, ckey)
 
 
-def locate(fs: Any, job: str, entries: List[Entry], problems: List[str]) -> Tuple[List[Loc], Dict[str, Set[str]]]:
+def locate(fs: Any, job: str, entries: List[Entry], problems: List[str],
+           reads: Optional[Dict[str, Read]] = None) -> Tuple[List[Loc], Dict[str, Set[str]]]:
     """The trial dirs the given entries of the job dir hold, in name order, and the non-trial
-    folders among them with the staged trial dirs found in each."""
+    folders among them with the staged trial dirs found in each; with `reads`, their result.json
+    files read as they are found (trial_keys)."""
     real_job = None  # type: Optional[str]
     candidates = []  # type: List[str]
     for name, kind in entries:
@@ -357,7 +384,7 @@ def locate(fs: Any, job: str, entries: List[Entry], problems: List[str]) -> Tupl
     locs = []  # type: List[Loc]
     folders = []  # type: List[str]
     base = job.rstrip("/") + "/"
-    for name, (rkey, ckey) in zip(candidates, trial_keys(fs, [base + n for n in candidates])):
+    for name, (rkey, ckey) in zip(candidates, trial_keys(fs, [base + n for n in candidates], reads)):
         loc = loc_of(name, name, rkey, ckey)
         if loc is not None and not (name.startswith(".") and loc.error):
             locs.append(loc)
@@ -372,7 +399,7 @@ def locate(fs: Any, job: str, entries: List[Entry], problems: List[str]) -> Tupl
                 problems.append("%s/%s: symlink; not followed" % (folder, sub))
             elif kind == "dir":
                 staged.append((folder, sub))
-    for (folder, sub), (rkey, ckey) in zip(staged, trial_keys(fs, [_join(job, f, s) for f, s in staged])):
+    for (folder, sub), (rkey, ckey) in zip(staged, trial_keys(fs, [_join(job, f, s) for f, s in staged], reads)):
         loc = loc_of(folder + "/" + sub, sub, rkey, ckey)
         if loc is not None:
             locs.append(loc)
@@ -392,14 +419,24 @@ def needs_config(result: Optional[bytes]) -> bool:
     return result is None or not result[-64:].rstrip().endswith(b"}") or _NAMES_TASK.search(result) is None
 
 
-def read_trials(fs: Any, job: str, locs: Sequence[Loc]) -> List[Tuple[Read, Read]]:
+def read_trials(fs: Any, job: str, locs: Sequence[Loc],
+                reads: Optional[Dict[str, Read]] = None) -> List[Tuple[Read, Read]]:
     """Each trial's (result.json, config.json) as its record is built from them: config.json
-    only where it is needed, its key then put in the Loc (the record's key covers it)."""
+    only where it is needed, its key then put in the Loc (the record's key covers it). `reads`:
+    what locate already read of result.json files, by trial dir."""
     none = (None, None)  # type: Read
     base = job.rstrip("/") + "/"
+    read = reads or {}
     results = {i: (None, key_problem("result.json", loc.rkey)) for i, loc in enumerate(locs)
                if loc.rkey is not None and loc.rkey < 0 and loc.error is None}  # type: Dict[int, Read]
-    finished = [i for i, loc in enumerate(locs) if loc.rkey is not None and loc.rkey >= 0 and loc.error is None]
+    finished = []  # type: List[int]
+    for i, loc in enumerate(locs):
+        if loc.rkey is not None and loc.rkey >= 0 and loc.error is None:
+            got = read.get(base + loc.rel)
+            if got is None:
+                finished.append(i)
+            else:
+                results[i] = got
     results.update(zip(finished, fs.read([base + locs[i].rel + "/result.json" for i in finished])))
     want = [i for i, loc in enumerate(locs) if loc.error is None and needs_config(results.get(i, none)[0])]
     unkeyed = [i for i in want if locs[i].ckey is None and locs[i].rkey is not None]

@@ -285,6 +285,28 @@ async def test_every_reading_of_a_run_is_the_oracles(ssh_server: InProcessSSHSer
         await warm.close()
 
 
+def test_a_first_read_keys_each_result_from_the_open_file_and_stats_none(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(scan, "READ_BATCH", 3)
+    job = write_job(tmp_path / "jobs", [Draft("valid", f"t{i}") for i in range(7)] + [Draft("running", "r")])
+    stated: list[str] = []
+    real = walk.stat_local
+
+    def stat_local(path: str) -> walk.Key:
+        stated.append(path)
+        return real(path)
+
+    with monkeypatch.context() as m:
+        m.setattr(walk, "stat_local", stat_local)
+        first = _cached(tmp_path / "jobs").scan_sync()
+    assert first.experiments[0].counts.valid == 7 and first.stats["files_read"] == 8
+    assert not [p for p in stated if p.endswith("/result.json") and Path(p).parent.parent == job and Path(p).is_file()]
+    # the keys taken from the open files are the keys a stat gives: the next process reads nothing
+    again = _cached(tmp_path / "jobs").scan_sync()
+    assert again.stats["files_read"] == 0 and again.experiments[0].counts == first.experiments[0].counts
+
+
 class _Hinted(walk.LocalFS):
     """This disk, with the order of what the scanner hinted and read."""
 
