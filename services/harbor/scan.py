@@ -301,6 +301,7 @@ class HarborScanner:
         as any scan reads them, each next batch hinted to the kernel."""
         locs: list[Loc] = []
         unsaved = at = 0
+        progress(0, len(entries), f"reading the trial files of {posixpath.basename(self.job_dir)}")
         while at < len(entries) and not getattr(self.fs, "cold", False):
             reads: dict[str, walk.Read] = {}
             part = self._locate(entries[at: at + READ_BATCH], problems, reads)
