@@ -89,7 +89,8 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _timed(cmd: list[str], env: dict[str, str]) -> float:
     t = time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    # (from ROOT: `-m` puts the working dir first on sys.path, before PYTHONPATH's tree)
+    done = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     took = time.perf_counter() - t
     if done.returncode not in (0, 1):
         raise RuntimeError(f"{cmd[:5]} exited {done.returncode}: {done.stderr.decode()[-400:]}")
