@@ -1,7 +1,8 @@
 """The scanner of one Harbor job dir, over any walk FS (local disk, SFTP, an object store).
 
 A first scan walks the job, takes from the parse cache every record whose files still have the
-keys it was built from, and parses the rest. A later scan costs what changed: one listing, a stat
+keys it was built from, and parses the rest; of a job the cache holds nothing of, it reads each
+trial's files as it finds them (`_first_read`). A later scan costs what changed: one listing, a stat
 of every running, odd or racy trial and of a slice of the finished ones, so that each is checked
 against its files at least once per `verify_window_s` (a forced scan checks them all).
 """

@@ -1,6 +1,7 @@
 """The one walk of Harbor job dirs: which dirs are jobs, where each job's trials are, the key of
 every file, and which files a trial's record is built from. Every Harbor source drives it through
-a small batched list / stat / read interface (`LocalFS` here; SFTP, object stores). On an SSH
+a small batched list / stat / read interface (`LocalFS` here, which also keys a file from the
+open file as it reads it, `read_files`; SFTP, object stores). On an SSH
 host this very file is the remote program (`serve()`): standard library only, Python 3.6.
 
 DESIGN 3a: trial dirs (holding a config.json or a result.json) sit at depth 1, staged copies one
