@@ -14,7 +14,7 @@ import operator
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Self, TypedDict, TypeVar
+from typing import Any, Self, TypeVar
 
 import orjson
 
@@ -137,65 +137,30 @@ def load_json(data: bytes) -> Any:
             raise exc from None
 
 
-# The fields parse_trial reads, and nothing else: a real result.json also holds the trial's whole
-# config, and may hold a step's token ids, which need not become Python objects. Values are taken
-# as they are (the lenient reader judges them); only the nesting is a shape.
-class _Exception(TypedDict, total=False):
-    exception_type: Any
-    exception_message: Any
-
-
-class _Verifier(TypedDict, total=False):
-    rewards: Any
-
-
-class _Usage(TypedDict, total=False):
-    n_input_tokens: Any
-    n_cache_tokens: Any
-    n_output_tokens: Any
-    cost_usd: Any
-
-
-class _Model(TypedDict, total=False):
-    name: Any
-
-
-class _Agent(TypedDict, total=False):
-    name: Any
-    model_info: _Model | None
-
-
-class _Step(TypedDict, total=False):
-    verifier_result: _Verifier | None
-    exception_info: _Exception | None
-    agent_result: _Usage | None
-
-
-class _Result(_Step, total=False):  # (a trial's own verifier result, exception and usage, or its steps')
-    task_name: Any
-    trial_name: Any
-    source: Any
-    started_at: Any
-    finished_at: Any
-    agent_info: _Agent | None
-    step_results: list[_Step] | None
-
-
 @functools.cache
-def _result_reader() -> tuple[Callable[[bytes], Any], type[Exception]]:
-    import msgspec  # (imported on the first file parsed: a run the parse cache answers never needs it)
+def _schema() -> Any:
+    from services.harbor import schema  # (imports msgspec: on the first file parsed, never from the cache)
 
-    return msgspec.json.Decoder(_Result).decode, msgspec.MsgspecError
+    return schema
 
 
-def load_result(data: bytes) -> Any:
-    """A result.json as parse_trial reads it: the fields it reads, where the document has their
-    nesting; otherwise the whole document (load_json), for the lenient reader to say what is odd."""
-    decode, failed = _result_reader()
+def read_doc(data: bytes, kind: str) -> tuple[Any, list[tuple[str, str]]]:
+    """A result.json ("Result") or config.json ("Config") as the schema's Struct, and what its
+    said fields had wrong (schema.typed). Raises ValueError (not JSON), TypeError (not an object)."""
+    schema = _schema()
     try:
-        return decode(data)
-    except failed:
-        return load_json(data)
+        return schema.DECODERS[kind](data), []
+    except schema.Unfit:
+        return read_whole(data, kind)
+
+
+def read_whole(data: bytes, kind: str) -> tuple[Any, list[tuple[str, str]]]:
+    """read_doc by the whole document, each field judged by the lenient reading alone."""
+    schema = _schema()
+    raw = load_json(data)
+    if not isinstance(raw, dict):
+        raise TypeError(f"a JSON {type(raw).__name__}, not an object")
+    return schema.typed(raw, schema.KINDS[kind], schema.RESULT_SAID if kind == "Result" else {})
 
 
 def _share(rewards: dict[str, float]) -> dict[str, float]:
@@ -217,37 +182,39 @@ def _name(v: str | None) -> str | None:
     return _intern(v) if v else v
 
 
-def _config(data: bytes | None) -> _Doc | None:
+def _config(data: bytes | None) -> Any:
     if not data:
         return None
     try:
-        raw = load_json(data)
-    except ValueError:
+        return read_doc(data, "Config")[0]
+    except (ValueError, TypeError):
         return None
-    return _Doc(raw) if isinstance(raw, dict) else None
 
 
-def _task_of(cfg: _Doc | None) -> str | None:
-    task = cfg.obj("task") if cfg else None
+def _task_of(cfg: Any) -> str | None:
+    task = cfg.task if cfg is not None else None
     if task is None:
         return None
-    name, path = task.text("name"), task.text("path")
-    if name:
-        return name.rsplit("/", 1)[-1]
-    if path:
-        return path.rstrip("/").rsplit("/", 1)[-1] or None
+    if task.name:
+        return task.name.rsplit("/", 1)[-1]
+    if task.path:
+        return task.path.rstrip("/").rsplit("/", 1)[-1] or None
     return None
 
 
-def _odd(bad: list[str], field: str, what: str) -> None:
-    bad.append(f"result.json field {field!r}: {what}")
-
-
-def _per_step(own: dict[str, Any] | None, steps: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+def _per_step(own: Any, steps: Any, field: str) -> Any:
     # a multi-step trial keeps its verifier result, exception and usage per step
     if own is not None or not steps:
         return own
-    return next((v for s in steps if type(v := s.get(key)) is dict), None)
+    return next((v for s in steps if (v := getattr(s, field)) is not None), None)
+
+
+def _errored(rel: str, trial_name: str, cfg: Any, mtime: float | None, reason: str | None,
+             status: TrialStatus = TrialStatus.errored) -> Trial:
+    agent = cfg.agent if cfg is not None else None
+    return Trial(trial_name, _intern(_task_of(cfg) or task_from_trial_name(trial_name)), rel, status,
+                 parse_error=reason, mtime=mtime, model_name=_name(agent.model_name if agent else None),
+                 agent_name=_name(agent.name if agent else None))
 
 
 def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | None,
@@ -255,80 +222,54 @@ def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | N
     """The Trial of one trial dir from the bytes of its files. `result` None (and no
     `result_error`) means the trial is running."""
     cfg = _config(config)
-    agent_cfg = cfg.obj("agent") if cfg else None
-    trial_name = (cfg.text("trial_name") if cfg else None) or dir_name
-    cfg_model = agent_cfg.text("model_name") if agent_cfg else None
-
-    def errored(reason: str | None, status: TrialStatus = TrialStatus.errored) -> Trial:
-        return Trial(trial_name, _intern(_task_of(cfg) or task_from_trial_name(trial_name)), rel, status,
-                     parse_error=reason, mtime=mtime, model_name=_name(cfg_model),
-                     agent_name=_name(agent_cfg.text("name") if agent_cfg else None))
-
+    trial_name = (cfg.trial_name if cfg is not None else None) or dir_name
     if result is None or result_error is not None:
-        return errored(result_error, TrialStatus.errored if result_error is not None else TrialStatus.running)
+        return _errored(rel, trial_name, cfg, mtime, result_error,
+                        TrialStatus.errored if result_error is not None else TrialStatus.running)
     if not result.strip():
-        return errored("result.json is empty")
+        return _errored(rel, trial_name, cfg, mtime, "result.json is empty")
     try:
-        raw = load_result(result)
+        doc, odd = read_doc(result, "Result")
     except ValueError as exc:
-        return errored(f"result.json is not valid JSON (half-written?): {exc}")
-    if not isinstance(raw, dict):
-        return errored(f"result.json holds a JSON {type(raw).__name__}, not an object")
-    # An object field of the wrong shape is read as absent. The first such field is the reason a
-    # trial with neither a reward nor an exception gives: the result's own fields first (`odd`),
-    # then those within them (`inner`); a step's odd fields are passed over.
-    odd: list[str] = []
-    inner: list[str] = []
-    got: dict[str, Any] = {}
-    for key in ("step_results", "verifier_result", "exception_info", "agent_result", "agent_info"):
-        v = raw.get(key)
-        if v is not None and type(v) is not (list if key == "step_results" else dict):
-            _odd(odd, key, "not a list" if key == "step_results" else "not an object")
-            v = None
-        got[key] = v
-    steps: list[dict[str, Any]] = [s for s in got["step_results"] or () if type(s) is dict]
-    verifier: dict[str, Any] | None = got["verifier_result"]
-    if verifier is None or verifier.get("rewards") is None:
-        verifier = next((v for s in steps if type(v := s.get("verifier_result")) is dict and v.get("rewards")),
-                        verifier)
-    raw_rewards = verifier.get("rewards") if verifier else None
-    if raw_rewards is not None and type(raw_rewards) is not dict:
-        _odd(inner, "verifier_result.rewards", "not an object")
-        raw_rewards = None
+        return _errored(rel, trial_name, cfg, mtime, f"result.json is not valid JSON (half-written?): {exc}")
+    except TypeError as exc:
+        return _errored(rel, trial_name, cfg, mtime, f"result.json holds {exc}")
+    steps = doc.step_results
+    verifier = doc.verifier_result
+    if (verifier is None or verifier.rewards is None) and steps:
+        verifier = next((s.verifier_result for s in steps
+                         if s.verifier_result is not None and s.verifier_result.rewards), verifier)
     rewards: dict[str, float] = {}
-    for key, value in (raw_rewards or _EMPTY).items():
+    for key, value in ((verifier.rewards if verifier is not None else None) or _EMPTY).items():
         f = finite(value)
         if f is not None:
             rewards[key] = f
     rewards = _share(rewards)
     reward = reward_of(rewards)
-    raised = _per_step(got["exception_info"], steps, "exception_info")
-    exc_type = raised.get("exception_type") if raised else None
-    if exc_type is not None and not isinstance(exc_type, str):
-        _odd(inner, "exception_info.exception_type", "not a string")
-        exc_type = None
-    usage = _per_step(got["agent_result"], steps, "agent_result") or _EMPTY
-    info = got["agent_info"] or _EMPTY
-    model_info = info.get("model_info")
-    if model_info is not None and type(model_info) is not dict:
-        _odd(inner, "agent_info.model_info", "not an object")
-        model_info = None
-    problem = odd[0] if odd else inner[0] if inner else None
-    trial_name = _text(raw.get("trial_name")) or trial_name
+    raised = _per_step(doc.exception_info, steps, "exception_info")
+    exc_type = raised.exception_type if raised is not None else None
+    usage = _per_step(doc.agent_result, steps, "agent_result")
+    if usage is None:
+        usage = _schema().NO_USAGE
+    info = doc.agent_info
+    model = info.model_info if info is not None else None
+    agent_cfg = cfg.agent if cfg is not None else None
+    trial_name = doc.trial_name or trial_name
     if trial_name == rel:
         trial_name = rel  # (one string for both: 100k of them stay as long as the console runs)
     return Trial(
-        trial_name, _intern(_text(raw.get("task_name")) or _task_of(cfg) or task_from_trial_name(trial_name)),
+        trial_name, _intern(doc.task_name or _task_of(cfg) or task_from_trial_name(trial_name)),
         rel, TrialStatus.valid if reward is not None else TrialStatus.errored,
         reward=reward, rewards=rewards,
-        exception_type=_name(exc_type), exception_message=_text(raised.get("exception_message")) if raised else None,
+        exception_type=_name(exc_type), exception_message=raised.exception_message if raised is not None else None,
         failure_class=failure_class(exc_type),
-        parse_error=None if reward is not None or exc_type else problem or NO_REWARD_NOR_EXCEPTION,
-        started_at=_when(raw.get("started_at")), finished_at=_when(raw.get("finished_at")),
-        n_input_tokens=_whole(usage.get("n_input_tokens")), n_cache_tokens=_whole(usage.get("n_cache_tokens")),
-        n_output_tokens=_whole(usage.get("n_output_tokens")), cost_usd=finite(usage.get("cost_usd")),
-        model_name=_name(_text((model_info or _EMPTY).get("name")) or cfg_model),
-        agent_name=_name(_text(info.get("name"))), source=_name(_text(raw.get("source"))), mtime=mtime,
+        parse_error=None if reward is not None or exc_type else (
+            f"result.json field {odd[0][0]!r}: {odd[0][1]}" if odd else NO_REWARD_NOR_EXCEPTION),
+        started_at=_when(doc.started_at), finished_at=_when(doc.finished_at),
+        n_input_tokens=_whole(usage.n_input_tokens), n_cache_tokens=_whole(usage.n_cache_tokens),
+        n_output_tokens=_whole(usage.n_output_tokens), cost_usd=finite(usage.cost_usd),
+        model_name=_name((model.name if model is not None else None) or (agent_cfg.model_name if agent_cfg else None)),
+        agent_name=_name(info.name if info is not None else None), source=_name(doc.source), mtime=mtime,
     )
 
 

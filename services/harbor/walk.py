@@ -238,7 +238,7 @@ class LocalFS(object):
     def prefetch(self, paths: Sequence[str]) -> None:
         """On a cold disk, have the kernel start reading these files now, without waiting for
         them: read while the files before them are parsed, they come from the page cache."""
-        if not self.cold or not hasattr(os, "posix_fadvise"):
+        if not hasattr(os, "posix_fadvise"):
             return
         for path in paths:
             try:
@@ -450,9 +450,10 @@ def read_trials(fs: Any, job: str, locs: Sequence[Loc],
 
 def prefetch_trials(fs: Any, job: str, locs: Sequence[Loc]) -> None:
     """Tell a walk FS that can take the hint (LocalFS) which trial files read_trials will read
-    next: each result.json, or config.json where there is none yet."""
+    next: each result.json, or config.json where there is none yet. Only a disk found slow takes
+    the hint: from the page cache, the reads are answered before the hint would be."""
     prefetch = getattr(fs, "prefetch", None)
-    if prefetch is None or not locs:
+    if prefetch is None or not locs or not getattr(fs, "cold", False):
         return
     paths = []  # type: List[str]
     for loc in locs:

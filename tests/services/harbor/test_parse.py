@@ -86,7 +86,7 @@ def test_reading_only_the_parsers_fields_gives_the_trial_of_the_whole_document(
     data = json.dumps(doc).encode()
     pruned = parse_trial("t__AAAAAAA", "t__AAAAAAA", data, config, 1.0)
     with monkeypatch_module.context() as m:
-        m.setattr(parse, "load_result", parse.load_json)
+        m.setattr(parse, "read_doc", parse.read_whole)
         whole = parse_trial("t__AAAAAAA", "t__AAAAAAA", data, config, 1.0)
     assert pruned == whole
 
@@ -102,5 +102,6 @@ def test_a_big_side_field_is_not_what_the_trial_is_read_from() -> None:
                        "agent_result": {"n_output_tokens": 7, "rollout_details": [rollout]}}).encode()
     t = parse_trial("t__A", "t__A", data, None, None)
     assert (t.status, t.reward, t.n_output_tokens) == (TrialStatus.valid, 0.0, 7)
-    assert parse.load_result(data) == {"task_name": "t", "verifier_result": {"rewards": {"reward": 0.0}},
-                                       "agent_result": {"n_output_tokens": 7}}
+    doc, odd = parse.read_doc(data, "Result")
+    assert (doc.agent_result.n_output_tokens, doc.verifier_result.rewards, odd) == (7, {"reward": 0.0}, [])
+    assert not hasattr(doc.agent_result, "rollout_details")
