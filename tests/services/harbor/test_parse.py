@@ -105,3 +105,30 @@ def test_a_big_side_field_is_not_what_the_trial_is_read_from() -> None:
     doc, odd = parse.read_doc(data, "Result")
     assert (doc.agent_result.n_output_tokens, doc.verifier_result.rewards, odd) == (7, {"reward": 0.0}, [])
     assert not hasattr(doc.agent_result, "rollout_details")
+
+
+# -- the lenient reading of a document whose fields do not all have their types ------------------
+
+def test_a_field_of_the_wrong_type_is_read_as_absent_and_the_results_own_is_named_first() -> None:
+    data = json.dumps({"exception_info": {"exception_type": 5}, "agent_info": "x",
+                       "agent_result": {"n_input_tokens": 12}, "task_name": 3}).encode()
+    t = parse_trial("t__A", "t__A", data, None, None)
+    assert (t.status, t.exception_type, t.n_input_tokens, t.task_name) == (TrialStatus.errored, None, 12, "t")
+    assert t.parse_error == "result.json field 'agent_info': not an object"
+    inner = json.dumps({"exception_info": {"exception_type": 5}}).encode()
+    assert parse_trial("t__A", "t__A", inner, None, None).parse_error == \
+        "result.json field 'exception_info.exception_type': not a string"
+
+
+def test_a_steps_odd_fields_are_passed_over_and_its_good_ones_read() -> None:
+    steps = [1, {"verifier_result": "x", "exception_info": {"exception_type": []}},
+             {"verifier_result": {"rewards": {"reward": 0.5}}}]
+    t = parse_trial("t__A", "t__A", json.dumps({"step_results": steps}).encode(), None, None)
+    assert (t.status, t.reward, t.parse_error) == (TrialStatus.valid, 0.5, None)
+
+
+def test_a_document_of_many_odd_steps_is_read_in_bounded_time() -> None:
+    steps = [{"verifier_result": 1, "exception_info": 2, "agent_result": 3}] * 5000
+    data = json.dumps({"step_results": steps, "verifier_result": {"rewards": {"reward": 1}}}).encode()
+    t = parse_trial("t__A", "t__A", data, None, None)
+    assert (t.status, t.reward) == (TrialStatus.valid, 1.0)
