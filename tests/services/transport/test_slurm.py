@@ -132,7 +132,8 @@ def slurm_jobs(slurm_conf: str) -> Iterator[dict[str, str]]:
         "PENDING": _sbatch("--hold", "--wrap", "true"),
     }
     subprocess.run(["scancel", jobs["CANCELLED"]], check=True, timeout=10)
-    deadline = time.monotonic() + 25
+    # (a job that finds the shared node's slots taken waits for the next scheduling pass, up to a minute)
+    deadline = time.monotonic() + 90
     tracker = SlurmTracker()
     while True:
         got = asyncio.run(tracker.states(run_local, jobs.values()))
