@@ -13,24 +13,45 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from services.core.attempts import earliest_key
 from services.core.census import take_census
 from services.core.models import AGGREGATE_UNREADABLE, Experiment, State, Trial
 from services.core.policy import Policy
-from services.harbor.parse import _Doc, finite, load_json
+from services.harbor.parse import finite, load_json, when, whole_number
 from services.harbor.runconfig import harbor_run_config
 
+_T = TypeVar("_T")
 
-class _JobDoc(_Doc):
-    """An object of one of the job's own files, read as a trial's (services/harbor/parse.py),
-    save where pydantic's lax mode, which read these files first, took more: a number may be
-    written as text, a time as a number beyond 2e10 is in milliseconds; and a list or object
-    field given as null is of the wrong shape."""
 
-    __slots__ = ()
+class _JobDoc:
+    """An object of one of the job's own files, read leniently: each getter gives the value or
+    None, and remembers the first field whose value had the wrong shape (`file` names the file
+    in that problem; the objects within are read the same way). A field is read as pydantic's
+    lax mode, which read these files first, took it: a number may be written as text, a time as
+    a number beyond 2e10 is in milliseconds; and a list or object field given as null is of the
+    wrong shape."""
+
+    __slots__ = ("file", "problem", "raw", "where")
+
+    def __init__(self, raw: dict[str, Any], where: str, file: str) -> None:
+        self.raw, self.where, self.file = raw, where, file
+        self.problem: str | None = None
+
+    def _bad(self, key: str, what: str) -> None:
+        if self.problem is None:
+            self.problem = f"{self.file} field {self.where + key!r}: {what}"
+
+    def _judged(self, key: str, v: Any, got: _T | None, what: str) -> _T | None:
+        if v is not None and got is None:
+            self._bad(key, what)
+        return got
+
+    def text(self, key: str) -> str | None:
+        v = self.raw.get(key)
+        return self._judged(key, v, v if isinstance(v, str) else None, "not a string")
 
     def whole(self, key: str) -> int | None:
         v = self.raw.get(key)
@@ -41,26 +62,20 @@ class _JobDoc(_Doc):
                 f = _number_text(v)
                 if f is not None and f.is_integer():
                     return int(f)
-        return super().whole(key)
+        return self._judged(key, v, whole_number(v), "not an integer")
 
     def number(self, key: str) -> float | None:
         v = self.raw.get(key)
         if isinstance(v, str) and (f := _number_text(v)) is not None:
             return f
-        return super().number(key)
+        return self._judged(key, v, finite(v), "not a finite number")
 
     def when(self, key: str) -> datetime | None:
         v = self.raw.get(key)
-        if isinstance(v, str) and (f := _number_text(v)) is not None:
-            v = f
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            if abs(v) > 2e10:  # (a count of milliseconds, as pydantic read it)
-                v /= 1000
-            try:
-                return datetime.fromtimestamp(v, UTC)
-            except (ValueError, OverflowError, OSError):
-                pass
-        return super().when(key)
+        n = f if isinstance(v, str) and (f := _number_text(v)) is not None else v
+        if isinstance(n, int | float) and not isinstance(n, bool) and abs(n) > 2e10:
+            n /= 1000  # (a count of milliseconds, as pydantic read it)
+        return self._judged(key, v, when(n), "not a date and time")
 
     def text_or_whole(self, key: str) -> str | int | None:
         v = self.raw.get(key)

@@ -43,8 +43,9 @@ def record_key(rkey: int, ckey: int | None) -> bytes:
 def keys_digest(keys: dict[str, int], ckeys: dict[str, int]) -> bytes:
     """One digest of every trial dir and the keys of the files its record came from."""
     h = hashlib.blake2b(digest_size=16)
-    for rel, key in keys.items():
-        h.update(os.fsencode(rel) + b"\0" + record_key(key, ckeys.get(rel)) + b"\0")
+    for part in (keys, ckeys):  # (names joined, then keys packed: one call each, not one per trial)
+        h.update(os.fsencode("\0".join(part)) + b"\1")
+        h.update(b"".join([key.to_bytes(40, "big", signed=True) for key in part.values()]) + b"\1")
     return h.digest()
 
 

@@ -12,9 +12,8 @@ import json
 import math
 import operator
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Self, TypeVar
+from typing import Any
 
 import orjson
 
@@ -27,7 +26,6 @@ from services.harbor.walk import Loc, Read, key_mtime
 VERSION = 1
 
 _intern = sys.intern
-_T = TypeVar("_T")
 _EMPTY: dict[str, float] = {}
 _SHARED: dict[tuple[str, float], dict[str, float]] = {}
 
@@ -60,17 +58,13 @@ def reward_of(rewards: dict[str, float]) -> float | None:
     return rewards.get("reward")
 
 
-def _text(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _whole(v: Any) -> int | None:
+def whole_number(v: Any) -> int | None:
     if isinstance(v, int) and not isinstance(v, bool):
         return v
     return int(v) if isinstance(v, float) and v.is_integer() else None
 
 
-def _when(v: Any) -> datetime | None:
+def when(v: Any) -> datetime | None:
     try:
         if isinstance(v, str):
             return datetime.fromisoformat(v)
@@ -79,50 +73,6 @@ def _when(v: Any) -> datetime | None:
     except (ValueError, OverflowError, OSError):
         pass
     return None
-
-
-class _Doc:
-    """A JSON object read leniently: each getter gives the value or None, and remembers the
-    first field whose value had the wrong shape. `file` names the file in that problem; the
-    objects within are read the same way (of the same class, naming the same file)."""
-
-    __slots__ = ("file", "problem", "raw", "where")
-
-    def __init__(self, raw: dict[str, Any], where: str = "", file: str = "result.json") -> None:
-        self.raw, self.where, self.file = raw, where, file
-        self.problem: str | None = None
-
-    def _bad(self, key: str, what: str) -> None:
-        if self.problem is None:
-            self.problem = f"{self.file} field {self.where + key!r}: {what}"
-
-    def obj(self, key: str) -> Self | None:
-        v = self.raw.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, dict):
-            self._bad(key, "not an object")
-            return None
-        return self.__class__(v, f"{self.where}{key}.", self.file)
-
-    def _judged(self, key: str, judge: Callable[[Any], _T | None], what: str) -> _T | None:
-        v = self.raw.get(key)
-        got = judge(v)
-        if v is not None and got is None:
-            self._bad(key, what)
-        return got
-
-    def text(self, key: str) -> str | None:
-        return self._judged(key, _text, "not a string")
-
-    def whole(self, key: str) -> int | None:
-        return self._judged(key, _whole, "not an integer")
-
-    def number(self, key: str) -> float | None:
-        return self._judged(key, finite, "not a finite number")
-
-    def when(self, key: str) -> datetime | None:
-        return self._judged(key, _when, "not a date and time")
 
 
 def load_json(data: bytes) -> Any:
@@ -265,9 +215,9 @@ def parse_trial(rel: str, dir_name: str, result: bytes | None, config: bytes | N
         failure_class=failure_class(exc_type),
         parse_error=None if reward is not None or exc_type else (
             f"result.json field {odd[0][0]!r}: {odd[0][1]}" if odd else NO_REWARD_NOR_EXCEPTION),
-        started_at=_when(doc.started_at), finished_at=_when(doc.finished_at),
-        n_input_tokens=_whole(usage.n_input_tokens), n_cache_tokens=_whole(usage.n_cache_tokens),
-        n_output_tokens=_whole(usage.n_output_tokens), cost_usd=finite(usage.cost_usd),
+        started_at=when(doc.started_at), finished_at=when(doc.finished_at),
+        n_input_tokens=whole_number(usage.n_input_tokens), n_cache_tokens=whole_number(usage.n_cache_tokens),
+        n_output_tokens=whole_number(usage.n_output_tokens), cost_usd=finite(usage.cost_usd),
         model_name=_name((model.name if model is not None else None) or (agent_cfg.model_name if agent_cfg else None)),
         agent_name=_name(info.name if info is not None else None), source=_name(doc.source), mtime=mtime,
     )
@@ -285,14 +235,15 @@ def trial_of(loc: Loc, result: Read, config: Read) -> Trial:
 
 def exception_details(result: bytes | None) -> tuple[str | None, str | None, str | None]:
     """(type, message, traceback) of a result.json's exception, for the diagnose panel."""
+    schema = _schema()
     try:
         raw = load_json(result or b"")
     except ValueError:
         return None, None, None
-    exc = _Doc(raw).obj("exception_info") if isinstance(raw, dict) else None
+    exc = schema.typed(raw, schema.Details, {})[0].exception_info if isinstance(raw, dict) else None
     if exc is None:
         return None, None, None
-    return exc.text("exception_type"), exc.text("exception_message"), exc.text("exception_traceback")
+    return exc.exception_type, exc.exception_message, exc.exception_traceback
 
 
 # -- the parse cache's record: the Trial's fields in order, less what a scan derives ------------

@@ -78,6 +78,14 @@ class Config(msgspec.Struct):
     agent: AgentConfig | None = None
 
 
+class Raised(Exception_):
+    exception_traceback: str | None = None
+
+
+class Details(msgspec.Struct):  # (what the diagnose panel shows of a result.json)
+    exception_info: Raised | None = None
+
+
 NO_USAGE = Usage()
 # the fields whose wrong type is the problem a trial with neither a reward nor an exception names
 RESULT_SAID = {"step_results": "not a list", "verifier_result": "not an object", "exception_info": "not an object",

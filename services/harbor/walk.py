@@ -111,7 +111,7 @@ _OPEN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK | os.O_NOCTTY
 
 def _kind(entry: Any) -> str:
     try:
-        return "link" if entry.is_symlink() else "dir" if entry.is_dir(follow_symlinks=False) else \
+        return "dir" if entry.is_dir(follow_symlinks=False) else "link" if entry.is_symlink() else \
             "file" if entry.is_file(follow_symlinks=False) else "other"
     except OSError:
         return "other"

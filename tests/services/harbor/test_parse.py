@@ -132,3 +132,12 @@ def test_a_document_of_many_odd_steps_is_read_in_bounded_time() -> None:
     data = json.dumps({"step_results": steps, "verifier_result": {"rewards": {"reward": 1}}}).encode()
     t = parse_trial("t__A", "t__A", data, None, None)
     assert (t.status, t.reward) == (TrialStatus.valid, 1.0)
+
+
+def test_the_diagnose_panels_exception_details_read_each_field_leniently() -> None:
+    full = b'{"exception_info":{"exception_type":"E","exception_message":"m","exception_traceback":"tb"}}'
+    assert parse.exception_details(full) == ("E", "m", "tb")
+    odd = b'{"exception_info":{"exception_type":"E","exception_message":7,"exception_traceback":"tb"}}'
+    assert parse.exception_details(odd) == ("E", None, "tb")
+    for nothing in (None, b"", b"{", b"[1]", b'{"exception_info":"boom"}', b'{"exception_info":null}'):
+        assert parse.exception_details(nothing) == (None, None, None)
