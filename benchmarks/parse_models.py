@@ -1,12 +1,12 @@
-"""The trial parser against the two libraries it could have been built on.
+"""The trial parser against the ways it could have been built.
 
     python benchmarks/parse_models.py [--trials 20000] [--repeat 5]
 
 Reads the `result.json` bytes of a synthetic job (benchmarks/synth.py) into memory once, then times
-bytes → trial fields per file for: evaldesk's parser (`services/harbor/parse.py`: orjson into a
-slotted dataclass, lenient getters), a pydantic v2 model of the fields it reads, and a msgspec Struct
-of the same fields (when msgspec is installed; it is not a dependency). The library models check
-types only; the parser also applies DESIGN §3's rule, so it does more per file.
+bytes → trial fields per file for: evaldesk's parser (`services/harbor/parse.py`: msgspec into the
+Structs of `schema.py`, then DESIGN §3's rule into a slotted dataclass), that decode alone, a
+pydantic v2 model of the same fields, and orjson's reading of the whole document (what a plain
+orjson parser would start from, before any field is judged). Only the first does the rule.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import orjson  # noqa: E402
 from pydantic import BaseModel, ConfigDict  # noqa: E402
 
 from benchmarks.synth import write_job  # noqa: E402
+from services.harbor import schema  # noqa: E402
 from services.harbor.parse import parse_trial  # noqa: E402
 
 
@@ -69,30 +71,6 @@ class PResult(_Lax):
     agent_info: PAgentInfo | None = None
 
 
-def msgspec_decoder() -> Any:
-    """A msgspec decoder of the same fields, built from Struct classes made at run time (the
-    module's annotations are strings, which msgspec resolves in module scope only)."""
-    try:
-        import msgspec
-    except ImportError:
-        return None
-    opt = None
-
-    def struct(name: str, fields: dict[str, Any]) -> Any:
-        return msgspec.defstruct(name, [(k, t, opt) for k, t in fields.items()])
-
-    s, i, f = str | None, int | None, float | None
-    verifier = struct("MVerifier", {"rewards": dict[str, float] | None})
-    exception = struct("MException", {"exception_type": s, "exception_message": s})
-    usage = struct("MUsage", {"n_input_tokens": i, "n_cache_tokens": i, "n_output_tokens": i, "cost_usd": f})
-    model_info = struct("MModelInfo", {"name": s})
-    agent_info = struct("MAgentInfo", {"name": s, "model_info": model_info | None})
-    result = struct("MResult", {"task_name": s, "trial_name": s, "source": s, "started_at": s, "finished_at": s,
-                                "verifier_result": verifier | None, "exception_info": exception | None,
-                                "agent_result": usage | None, "agent_info": agent_info | None})
-    return msgspec.json.Decoder(result)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=20_000)
@@ -102,14 +80,13 @@ def main() -> None:
         job = write_job(Path(tmp), args.trials)
         files = [(d.name, (d / "result.json").read_bytes()) for d in sorted(job.iterdir())
                  if (d / "result.json").is_file()]
-    dec = msgspec_decoder()
+    decode = schema.DECODERS["Result"]
     ways: dict[str, Any] = {
-        "evaldesk parse.py (orjson + slotted dataclass)":
-            lambda name, data: parse_trial(name, name, data, None, 0.0),
+        "evaldesk parse.py (msgspec Structs + the rule)": lambda name, data: parse_trial(name, name, data, None, 0.0),
+        "msgspec decode into schema.Result alone": lambda name, data: decode(data),
         "pydantic v2 model_validate_json": lambda name, data: PResult.model_validate_json(data),
+        "orjson.loads of the whole document": lambda name, data: orjson.loads(data),
     }
-    if dec is not None:
-        ways["msgspec Struct decode"] = lambda name, data: dec.decode(data)
     times: dict[str, list[float]] = {k: [] for k in ways}
     for _ in range(args.repeat):
         for label, fn in ways.items():
@@ -121,8 +98,6 @@ def main() -> None:
     for label, ts in times.items():
         med = statistics.median(ts)
         print(f"  {label:50s} {med:.3f} s  {med / len(files) * 1e6:5.1f} µs/file")
-    if dec is None:
-        print("  (msgspec not installed: pip install msgspec to compare it)")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ passes, 1 when something needs action, 2 for usage errors and unreachable source
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import os
 import sys
 import time
@@ -131,29 +129,12 @@ def trial_json(exp: Experiment, t: Trial) -> dict[str, Any]:
     return d
 
 
-# what a command imports once its sources are read: loaded while the first one is (see _scan_all)
-_FOLLOWS: dict[str, tuple[str, ...]] = {
-    "list": ("tui.batch_records", "tui.batch_leaderboard"),
-    "audit": ("tui.batch_records", "tui.batch_leaderboard"),
-    "trials": ("tui.batch_records",),
-}
-
-
-async def _scan_all(specs: list[str], config: Config, progress: Progress,
-                    follows: tuple[str, ...] = ()) -> tuple[list[Snapshot], list[Source]]:
+async def _scan_all(specs: list[str], config: Config, progress: Progress) -> tuple[list[Snapshot], list[Source]]:
     sources = [src for s in specs for src in open_sources(s, config)]
     snaps = []
     for src in sources:
         progress(0, None, f"scanning {src.label}")
-        scan = asyncio.ensure_future(src.scan(progress))
-        if follows:
-            # A scan reads in a thread (and a forked reader) while this one waits: the modules
-            # the command needs next load meanwhile instead of after it (~15 ms of a cold audit)
-            await asyncio.sleep(0)  # (the scan's thread starts)
-            for name in follows:
-                importlib.import_module(name)
-            follows = ()
-        snaps.append(await scan)
+        snaps.append(await src.scan(progress))
     return snaps, sources
 
 
@@ -297,7 +278,7 @@ async def _run(args: Any, config: Config, fmt: str, progress: Progress, console:
         from tui.batch_submit import run_submit
 
         return await run_submit(args, config, fmt, progress, console, out, err)
-    snaps, sources = await _scan_all(args.sources, config, progress, _FOLLOWS.get(cmd, ()))
+    snaps, sources = await _scan_all(args.sources, config, progress)
     try:
         problems = [e for s in snaps for e in s.errors]
         from tui.wording import source_problem
