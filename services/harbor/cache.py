@@ -44,8 +44,9 @@ def keys_digest(keys: dict[str, int], ckeys: dict[str, int]) -> bytes:
     """One digest of every trial dir and the keys of the files its record came from."""
     h = hashlib.blake2b(digest_size=16)
     for part in (keys, ckeys):  # (names joined, then keys packed: one call each, not one per trial)
-        h.update(os.fsencode("\0".join(part)) + b"\1")
-        h.update(b"".join([key.to_bytes(40, "big", signed=True) for key in part.values()]) + b"\1")
+        names = os.fsencode("\0".join(part))
+        h.update(b"%d:%d:" % (len(part), len(names)) + names)
+        h.update(b"".join([key.to_bytes(40, "big", signed=True) for key in part.values()]))
     return h.digest()
 
 

@@ -20,7 +20,7 @@ import pytest
 from services.core.policy import Policy
 from services.core.xdg import cache_dir
 from services.harbor import walk
-from services.harbor.cache import ParseCache
+from services.harbor.cache import ParseCache, keys_digest
 from services.harbor.parse import decode, encode, parse_trial
 from services.harbor.source import HarborSource
 from tests.services.harbor.test_bad_input import GARBAGE
@@ -386,3 +386,18 @@ def test_packs_are_merged_and_the_latest_record_of_each_trial_kept(tmp_path: Pat
     assert sorted(set(rels)) == sorted(rels)  # merged: one record of each, the gone one forgotten
     assert names[5] not in rels
     assert _figures(d) == _figures(d, cache=False)
+
+
+def test_the_summary_digest_tells_apart_every_trial_dir_and_key_it_covers() -> None:
+    big = walk.pack_key(1_800_000_000 * 10**9, 1_800_000_000 * 10**9, 1 << 40, 1 << 62)
+    same = {"a": big, "b": -1}
+    assert keys_digest(same, {}) == keys_digest(dict(same), {})
+    others = [
+        keys_digest({"a": big, "b": -2}, {}),  # a key changed
+        keys_digest({"b": -1, "a": big}, {}),  # the same trial dirs in another order
+        keys_digest({"a\x01": big, "b": -1}, {}),  # a name with a control byte
+        keys_digest({"a": big}, {"b": -1}),  # a key moved to the config.json keys
+        keys_digest(same, {"a": 7}),  # a record built from config.json too
+        keys_digest({"a": walk.running_key(big), "b": -1}, {}),  # a running trial's key
+    ]
+    assert len({keys_digest(same, {}), *others}) == 1 + len(others)
