@@ -10,7 +10,7 @@ Which SLURM job an eval belongs to, in this order:
 
 All ids of one host are asked about in ONE remote command: `sacct -j IDS -X -o
 JobID,State,ExitCode,Elapsed -P -n`, then `squeue` and `scontrol show job` for ids that sacct
-has no record of yet (a just-submitted job reaches slurmdbd asynchronously). Terminal states
+has no record of yet, or only a lagging one (a start or an end reaches slurmdbd asynchronously). Terminal states
 are cached, so a finished eval is never asked about again; one that ends while it is followed
 is said finished from the refresh after (SlurmTracker says why).
 
@@ -105,9 +105,12 @@ def query_command(ids: list[str]) -> str:
 
 
 def parse_query_output(text: str) -> dict[str, SlurmJobState]:
-    """sacct wins over squeue, squeue over scontrol: sacct is the record that survives."""
+    """Each job's state: sacct's when it is terminal (sacct is the record that survives the
+    controller forgetting the job); else the controller's live word, squeue's then scontrol's,
+    since a job's start and end reach slurmdbd asynchronously and sacct can lag behind; else
+    sacct's."""
     section = ""
-    out: dict[str, SlurmJobState] = {}
+    said: dict[str, dict[str, SlurmJobState]] = {"sacct": {}, "squeue": {}, "scontrol": {}}
     found_tools = True
     for line in text.splitlines():
         line = line.strip()
@@ -118,32 +121,33 @@ def parse_query_output(text: str) -> dict[str, SlurmJobState]:
             continue
         if not line:
             continue
+        got: SlurmJobState | None = None
         if section == "sacct":
             parts = line.split("|")
             if len(parts) >= 2 and parts[1]:
-                jid = parts[0]
-                out[jid] = SlurmJobState(
-                    job_id=jid, state=parts[1].split()[0], raw=parts[1],
-                    exit_code=parts[2] if len(parts) > 2 else None,
-                    elapsed=parts[3] if len(parts) > 3 else None, via="sacct",
-                )
+                got = SlurmJobState(job_id=parts[0], state=parts[1].split()[0], raw=parts[1],
+                                    exit_code=parts[2] if len(parts) > 2 else None,
+                                    elapsed=parts[3] if len(parts) > 3 else None, via="sacct")
         elif section == "squeue":
             parts = line.split("|")
-            if len(parts) >= 2 and parts[0] not in out:
-                out[parts[0]] = SlurmJobState(
-                    job_id=parts[0], state=parts[1].split()[0], raw=parts[1],
-                    elapsed=parts[2] if len(parts) > 2 else None, via="squeue",
-                )
+            if len(parts) >= 2 and parts[1]:
+                got = SlurmJobState(job_id=parts[0], state=parts[1].split()[0], raw=parts[1],
+                                    elapsed=parts[2] if len(parts) > 2 else None, via="squeue")
         elif section == "scontrol":
             fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
             sc_id, sc_state = fields.get("JobId"), fields.get("JobState")
-            if sc_id and sc_state and sc_id not in out:
-                out[sc_id] = SlurmJobState(
-                    job_id=sc_id, state=sc_state, raw=sc_state, exit_code=fields.get("ExitCode"),
-                    elapsed=fields.get("RunTime"), via="scontrol",
-                )
+            if sc_id and sc_state:
+                got = SlurmJobState(job_id=sc_id, state=sc_state, raw=sc_state, exit_code=fields.get("ExitCode"),
+                                    elapsed=fields.get("RunTime"), via="scontrol")
+        if got is not None:
+            said[section].setdefault(got.job_id, got)
     if not found_tools:
         raise SlurmToolsMissing("no sacct, squeue or scontrol")
+    out = said["sacct"]
+    for jid, live in {**said["scontrol"], **said["squeue"]}.items():
+        record = out.get(jid)
+        if record is None or not record.terminal:
+            out[jid] = live
     return out
 
 

@@ -35,6 +35,18 @@ SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "slurm_up.sh"
 # --- parsing and mapping ---------------------------------------------------------------------
 
 
+def test_a_lagging_accounting_record_gives_way_to_the_controllers_live_word() -> None:
+    # (slurmdbd hears of a start or an end asynchronously: sacct may still say PENDING or RUNNING)
+    text = ("@@sacct\n5|PENDING|0:0|00:00:00\n6|RUNNING|0:0|00:00:09\n7|RUNNING|0:0|00:00:02\n"
+            "@@squeue\n5|RUNNING|0:04\n"
+            "@@scontrol\nJobId=6 JobName=x JobState=COMPLETED Reason=None ExitCode=0:0 RunTime=00:00:10\n"
+            "@@found=1\n")
+    got = parse_query_output(text)
+    assert {k: (v.state, v.via) for k, v in got.items()} == {
+        "5": ("RUNNING", "squeue"), "6": ("COMPLETED", "scontrol"), "7": ("RUNNING", "sacct")}
+    assert got["6"].terminal and got["6"].exit_code == "0:0"
+
+
 def test_parse_prefers_sacct_then_squeue_then_scontrol() -> None:
     text = (
         "@@sacct\n1|COMPLETED|0:0|00:00:01\n2|CANCELLED by 0|0:15|00:00:03\n"
@@ -138,7 +150,9 @@ def slurm_jobs(slurm_conf: str) -> Iterator[dict[str, str]]:
     while True:
         got = asyncio.run(tracker.states(run_local, jobs.values()))
         seen = {want: got[jid].state if jid in got else None for want, jid in jobs.items()}
-        if all(seen[w] == w for w in jobs) or time.monotonic() > deadline:
+        # (and the finished job's record has reached slurmdbd, so sacct is what says it)
+        recorded = jobs["COMPLETED"] in got and got[jobs["COMPLETED"]].via == "sacct"
+        if (all(seen[w] == w for w in jobs) and recorded) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     yield jobs
