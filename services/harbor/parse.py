@@ -59,12 +59,14 @@ def reward_of(rewards: dict[str, float]) -> float | None:
 
 
 def whole_number(v: Any) -> int | None:
+    """An integral count (an int, or a float with no fraction; not a bool); None for anything else."""
     if isinstance(v, int) and not isinstance(v, bool):
         return v
     return int(v) if isinstance(v, float) and v.is_integer() else None
 
 
 def when(v: Any) -> datetime | None:
+    """A time written as ISO 8601 text or as Unix seconds; None for anything else."""
     try:
         if isinstance(v, str):
             return datetime.fromisoformat(v)
