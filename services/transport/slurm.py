@@ -10,9 +10,10 @@ Which SLURM job an eval belongs to, in this order:
 
 All ids of one host are asked about in ONE remote command: `sacct -j IDS -X -o
 JobID,State,ExitCode,Elapsed -P -n`, then `squeue` and `scontrol show job` for ids that sacct
-has no record of yet, or only a lagging one (a start or an end reaches slurmdbd asynchronously). Terminal states
-are cached, so a finished eval is never asked about again; one that ends while it is followed
-is said finished from the refresh after (SlurmTracker says why).
+has no record of yet, or only a lagging one (a start or an end reaches slurmdbd
+asynchronously). Terminal states are cached, so a finished eval is never asked about again;
+one that ends while it is followed is said finished from the refresh after (SlurmTracker says
+why).
 
 SLURM's word goes to `Experiment.scheduler_state` (first word only: `CANCELLED by 0` becomes
 `CANCELLED`) and is mapped onto `Experiment.state`; `state_raw` keeps the source's own word.
