@@ -130,7 +130,7 @@ ONE_AT_A_TIME = [sys.executable, "-c", "import services.harbor.walk as w; w.SLOW
                  "from tui.cli import entry; entry()"]
 
 # evaldesk with the same walk, never hinting a batch's files to the kernel ahead of their read
-NO_HINT = [sys.executable, "-c", "import services.harbor.walk as w; w.LocalFS.prefetch = lambda self, paths: None; "
+NO_HINT = [sys.executable, "-c", "import services.harbor.walk as w; w.LocalWalkFS.prefetch = lambda self, paths: None; "
            "from tui.cli import entry; entry()"]
 
 

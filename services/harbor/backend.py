@@ -64,13 +64,13 @@ def open_url(spec: str, config: Config) -> Source:
 def find_job_dirs(root: str) -> list[str]:
     """The job dirs under a local path; raises SourceUnavailable when it cannot be read."""
     try:
-        return walk.find_jobs(walk.LocalFS(), root)[0]
+        return walk.find_jobs(walk.LocalWalkFS(), root)[0]
     except walk.WalkError as exc:
         raise SourceUnavailable(exc.where, exc.message) from None
 
 
 def looks_like_job_dir(path: str) -> bool:
-    fs = walk.LocalFS()
+    fs = walk.LocalWalkFS()
     listing = fs.list([path])[0]
     return isinstance(listing, list) and walk.is_job_dir(fs, path, listing)
 

@@ -97,7 +97,6 @@ class HarborScanner:
         self._full_next = True
         self._lazy: Experiment | None = None
         self.job_files: dict[str, tuple[int | None, bytes | None, str | None]] = {}  # as the last scan read them
-        self.files_read = 0
 
     def verify_all(self) -> None:
         """Check every trial against its files on the next scan (the `r` key)."""
@@ -145,9 +144,8 @@ class HarborScanner:
             take -= len(part)
         return due
 
-    def _locate(self, entries: list[walk.Entry], problems: list[str],
-                reads: dict[str, walk.Read] | None = None) -> list[Loc]:
-        locs, folders = walk.locate(self.fs, self.job_dir, entries, problems, reads)
+    def _locate(self, entries: list[walk.Entry], problems: list[str], read: bool = False) -> list[Loc]:
+        locs, folders = walk.locate(self.fs, self.job_dir, entries, problems, read)
         for name, _ in entries:
             self._folders.pop(name, None)
             self._links.discard(name)
@@ -179,7 +177,7 @@ class HarborScanner:
                 removed.append(name)
         again = sorted(r for r in self.volatile | self.racy | self._due(now)
                        if "/" not in r and r not in added and r in self.keys and r not in gone)
-        for rel, (rkey, ckey) in zip(again, walk.trial_keys(self.fs, [f"{self.job_dir}/{r}" for r in again]),
+        for rel, (rkey, ckey, _) in zip(again, walk.trial_keys(self.fs, [f"{self.job_dir}/{r}" for r in again]),
                                      strict=True):
             loc = walk.loc_of(rel, rel, rkey, ckey)
             if loc is None:
@@ -257,7 +255,6 @@ class HarborScanner:
             progress(0, len(to_read), f"reading {len(to_read)} trial files in {posixpath.basename(self.job_dir)}")
         unsaved += self._read(to_read, now, changed, replaced, progress)
         n_read = len(locs) if first else len(to_read)
-        self.files_read += n_read
         self._remember(locs, gone, full, new_keys if full else None)
         gone_trials = [by_path[rel] for rel in gone if rel in by_path]
         if self._last is None:
@@ -304,9 +301,8 @@ class HarborScanner:
         unsaved = at = 0
         progress(0, len(entries), f"reading the trial files of {posixpath.basename(self.job_dir)}")
         while at < len(entries) and not getattr(self.fs, "cold", False):
-            reads: dict[str, walk.Read] = {}
-            part = self._locate(entries[at: at + READ_BATCH], problems, reads)
-            unsaved += self._read(part, now, changed, [], no_progress, reads)
+            part = self._locate(entries[at: at + READ_BATCH], problems, read=True)
+            unsaved += self._read(part, now, changed, [], no_progress)
             locs += part
             at += READ_BATCH
             progress(min(at, len(entries)), len(entries), "reading trials")
@@ -318,9 +314,8 @@ class HarborScanner:
         return locs, unsaved
 
     def _read(self, to_read: list[Loc], now: float, changed: list[Trial], replaced: list[Trial],
-              progress: ProgressFn, reads: dict[str, walk.Read] | None = None) -> int:
-        """Read, parse and cache `to_read`, a batch at a time (`reads`: what locate read of their
-        result.json files); the number that could not be cached."""
+              progress: ProgressFn) -> int:
+        """Read, parse and cache `to_read`, a batch at a time; the number that could not be cached."""
         unsaved = 0
         by_path = self.index.by_path
         for i in range(0, len(to_read), READ_BATCH):
@@ -328,8 +323,7 @@ class HarborScanner:
             # (the next batch's files come off a cold disk while this one is parsed)
             walk.prefetch_trials(self.fs, self.job_dir, to_read[i if i == 0 else i + READ_BATCH: i + 2 * READ_BATCH])
             put: list[tuple[str, bytes, bytes]] = []
-            for loc, (result, config) in zip(part, walk.read_trials(self.fs, self.job_dir, part, reads),
-                                                   strict=True):
+            for loc, (result, config) in zip(part, walk.read_trials(self.fs, self.job_dir, part), strict=True):
                 trial = trial_of(loc, result, config)
                 rel = loc.rel
                 if rel in by_path:

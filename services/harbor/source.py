@@ -103,7 +103,7 @@ class HarborSource:
         self.verify_window_s = verify_window_s
         self.cache: ParseCache | None = (cache if isinstance(cache, ParseCache)
                                          else ParseCache(self.root) if cache else None)
-        self.walk_fs = walk.LocalFS()
+        self.walk_fs = walk.LocalWalkFS()
         self._scanners: dict[str, HarborScanner] = {}
         self._present: set[str] | None = None  # the job dirs the last scan found
         self._fs = LocalFS()

@@ -1,6 +1,6 @@
 """The one walk of Harbor job dirs: which dirs are jobs, where each job's trials are, the key of
 every file, and which files a trial's record is built from. Every Harbor source drives it through
-a small batched list / stat / read interface (`LocalFS` here, which also keys a file from the
+a small batched list / stat / read interface (`LocalWalkFS` here, which also keys a file from the
 open file as it reads it, `read_files`; SFTP, object stores). On an SSH
 host this very file is the remote program (`serve()`): standard library only, Python 3.6.
 
@@ -88,13 +88,14 @@ def key_problem(name: str, key: int) -> str:
 
 
 class Loc(object):
-    """One trial dir: where it is, and the keys of its result.json and (while it runs, or when
-    its record needs it) config.json."""
+    """One trial dir: where it is, the keys of its result.json and (while it runs, or when its
+    record needs it) config.json, and what a first read already read of its result.json."""
 
-    __slots__ = ("ckey", "error", "name", "rel", "rkey")
+    __slots__ = ("ckey", "error", "got", "name", "rel", "rkey")
 
     def __init__(self, rel: str, name: str, rkey: Key = None, ckey: Key = None, error: Optional[str] = None) -> None:
         self.rel, self.name, self.rkey, self.ckey, self.error = rel, name, rkey, ckey, error
+        self.got = None  # type: Optional[Read]
 
 
 class WalkError(Exception):
@@ -190,10 +191,11 @@ def overlapped(fn: Any, paths: Sequence[str]) -> Tuple[List[Any], Optional[bool]
     return out, True
 
 
-class LocalFS(object):
+class LocalWalkFS(object):
     """The walk's view of this machine's disk."""
 
     _listed = {}  # type: Dict[str, Tuple[Tuple[int, int, int], List[Entry]]]  # (one per process: finding a job lists it too)
+    cold = False  # the last batch that could tell found the disk slow: prefetch() hints it
 
     def list(self, paths: Sequence[str]) -> List[Listing]:
         """Each dir's sorted entries. A dir whose mtime, ctime and inode are those of a listing
@@ -216,24 +218,20 @@ class LocalFS(object):
                 out.append(exc.strerror or str(exc))
         return out
 
-    def __init__(self) -> None:
-        self.cold = False  # the last stat that could tell found the disk slow: prefetch() hints it
+    def _overlapped(self, fn: Any, paths: Sequence[str]) -> List[Any]:
+        out, slow = overlapped(fn, paths)
+        self.cold = self.cold if slow is None else slow
+        return out
 
     def stat(self, paths: Sequence[str]) -> List[Key]:
-        out, slow = overlapped(stat_local, paths)
-        if slow is not None:
-            self.cold = slow
-        return out
+        return self._overlapped(stat_local, paths)
 
     def read(self, paths: Sequence[str]) -> List[Read]:
         return [(data, why) for _, data, why in self.read_files(paths)]
 
     def read_files(self, paths: Sequence[str]) -> List[Tuple[Key, Optional[bytes], Optional[str]]]:
         """(key, bytes, problem) of each file from one open of it (walk.read_files)."""
-        out, slow = overlapped(read_local, paths)
-        if slow is not None:
-            self.cold = slow
-        return out
+        return self._overlapped(read_local, paths)
 
     def prefetch(self, paths: Sequence[str]) -> None:
         """On a cold disk, have the kernel start reading these files now, without waiting for
@@ -276,7 +274,7 @@ def _top_keys(data: Optional[bytes]) -> Set[str]:
 
 
 def read_files(fs: Any, paths: Sequence[str]) -> List[Tuple[Key, Optional[bytes], Optional[str]]]:
-    """(key, bytes, problem) of each file: where the FS can key a file as it reads it (LocalFS),
+    """(key, bytes, problem) of each file: where the FS can key a file as it reads it (LocalWalkFS),
     in one go; otherwise a stat, then a read of what is a regular file."""
     if hasattr(fs, "read_files"):
         return fs.read_files(paths)
@@ -334,38 +332,34 @@ def find_jobs(fs: Any, root: str) -> Tuple[List[str], List[Tuple[str, str]]]:
     return jobs, unreadable
 
 
-def trial_keys(fs: Any, dirs: List[str], reads: Optional[Dict[str, Read]] = None) -> List[Tuple[Key, Key]]:
-    """(result.json key, config.json key) of each dir; config.json only where result.json is absent.
-    With `reads`, each result.json is read rather than stat'ed (a first read, that would read them
-    all next), and what was read of each regular one goes in reads[dir]."""
+def trial_keys(fs: Any, dirs: List[str], read: bool = False) -> List[Tuple[Key, Key, Optional[Read]]]:
+    """(result.json key, config.json key, what was read of result.json) of each dir; config.json
+    only where result.json is absent. With `read`, each result.json is read rather than stat'ed
+    (a first read, that would read them all next)."""
     paths = [d + "/result.json" for d in dirs]
-    if reads is None:
-        rkeys = fs.stat(paths)
-    else:
-        rkeys = []
-        for d, (key, data, why) in zip(dirs, read_files(fs, paths)):
-            rkeys.append(key)
-            if key is not None and key >= 0:
-                reads[d] = (data, why)
-    missing = [i for i, k in enumerate(rkeys) if k is None]
+    got = ([(k, (data, why) if k is not None and k >= 0 else None) for k, data, why in read_files(fs, paths)]
+           if read else [(k, None) for k in fs.stat(paths)])  # type: List[Tuple[Key, Optional[Read]]]
+    missing = [i for i, (k, _) in enumerate(got) if k is None]
     ckeys = [None] * len(dirs)  # type: List[Key]
     for i, k in zip(missing, fs.stat([dirs[i] + "/config.json" for i in missing])):
         ckeys[i] = k
-    return list(zip(rkeys, ckeys))
+    return [(rkey, ckey, data) for (rkey, data), ckey in zip(got, ckeys)]
 
 
-def loc_of(rel: str, name: str, rkey: Key, ckey: Key) -> Optional[Loc]:
+def loc_of(rel: str, name: str, rkey: Key, ckey: Key, got: Optional[Read] = None) -> Optional[Loc]:
     if rkey == DENIED:
         return Loc(rel, name, DENIED, None, "trial dir unreadable: %s" % os.strerror(errno.EACCES))
     if rkey is None and (ckey is None or ckey == DENIED):
         return None
-    return Loc(rel, name, rkey, ckey)
+    loc = Loc(rel, name, rkey, ckey)
+    loc.got = got
+    return loc
 
 
 def locate(fs: Any, job: str, entries: List[Entry], problems: List[str],
-           reads: Optional[Dict[str, Read]] = None) -> Tuple[List[Loc], Dict[str, Set[str]]]:
+           read: bool = False) -> Tuple[List[Loc], Dict[str, Set[str]]]:
     """The trial dirs the given entries of the job dir hold, in name order, and the non-trial
-    folders among them with the staged trial dirs found in each; with `reads`, their result.json
+    folders among them with the staged trial dirs found in each; with `read`, their result.json
     files read as they are found (trial_keys)."""
     real_job = None  # type: Optional[str]
     candidates = []  # type: List[str]
@@ -385,8 +379,8 @@ def locate(fs: Any, job: str, entries: List[Entry], problems: List[str],
     locs = []  # type: List[Loc]
     folders = []  # type: List[str]
     base = job.rstrip("/") + "/"
-    for name, (rkey, ckey) in zip(candidates, trial_keys(fs, [base + n for n in candidates], reads)):
-        loc = loc_of(name, name, rkey, ckey)
+    for name, (rkey, ckey, got) in zip(candidates, trial_keys(fs, [base + n for n in candidates], read)):
+        loc = loc_of(name, name, rkey, ckey, got)
         if loc is not None and not (name.startswith(".") and loc.error):
             locs.append(loc)
         elif loc is None and not name.startswith("."):
@@ -400,8 +394,8 @@ def locate(fs: Any, job: str, entries: List[Entry], problems: List[str],
                 problems.append("%s/%s: symlink; not followed" % (folder, sub))
             elif kind == "dir":
                 staged.append((folder, sub))
-    for (folder, sub), (rkey, ckey) in zip(staged, trial_keys(fs, [_join(job, f, s) for f, s in staged], reads)):
-        loc = loc_of(folder + "/" + sub, sub, rkey, ckey)
+    for (folder, sub), (rkey, ckey, got) in zip(staged, trial_keys(fs, [_join(job, f, s) for f, s in staged], read)):
+        loc = loc_of(folder + "/" + sub, sub, rkey, ckey, got)
         if loc is not None:
             locs.append(loc)
             found[folder].add(loc.rel)
@@ -420,24 +414,21 @@ def needs_config(result: Optional[bytes]) -> bool:
     return result is None or not result[-64:].rstrip().endswith(b"}") or _NAMES_TASK.search(result) is None
 
 
-def read_trials(fs: Any, job: str, locs: Sequence[Loc],
-                reads: Optional[Dict[str, Read]] = None) -> List[Tuple[Read, Read]]:
-    """Each trial's (result.json, config.json) as its record is built from them: config.json
-    only where it is needed, its key then put in the Loc (the record's key covers it). `reads`:
-    what locate already read of result.json files, by trial dir."""
+def read_trials(fs: Any, job: str, locs: Sequence[Loc]) -> List[Tuple[Read, Read]]:
+    """Each trial's (result.json, config.json) as its record is built from them (what locate
+    read of a result.json is taken from its Loc): config.json only where it is needed, its key
+    then put in the Loc (the record's key covers it)."""
     none = (None, None)  # type: Read
     base = job.rstrip("/") + "/"
-    read = reads or {}
     results = {i: (None, key_problem("result.json", loc.rkey)) for i, loc in enumerate(locs)
                if loc.rkey is not None and loc.rkey < 0 and loc.error is None}  # type: Dict[int, Read]
     finished = []  # type: List[int]
     for i, loc in enumerate(locs):
         if loc.rkey is not None and loc.rkey >= 0 and loc.error is None:
-            got = read.get(base + loc.rel)
-            if got is None:
+            if loc.got is None:
                 finished.append(i)
             else:
-                results[i] = got
+                results[i], loc.got = loc.got, None
     results.update(zip(finished, fs.read([base + locs[i].rel + "/result.json" for i in finished])))
     want = [i for i, loc in enumerate(locs) if loc.error is None and needs_config(results.get(i, none)[0])]
     unkeyed = [i for i in want if locs[i].ckey is None and locs[i].rkey is not None]
@@ -449,7 +440,7 @@ def read_trials(fs: Any, job: str, locs: Sequence[Loc],
 
 
 def prefetch_trials(fs: Any, job: str, locs: Sequence[Loc]) -> None:
-    """Tell a walk FS that can take the hint (LocalFS) which trial files read_trials will read
+    """Tell a walk FS that can take the hint (LocalWalkFS) which trial files read_trials will read
     next: each result.json, or config.json where there is none yet. Only a disk found slow takes
     the hint: from the page cache, the reads are answered before the hint would be."""
     prefetch = getattr(fs, "prefetch", None)
@@ -512,21 +503,13 @@ def n_buckets(n: int) -> int:
     return min(65536, 1 << max(0, (n + 7) // 8 - 1).bit_length())
 
 
-def blob(data: Optional[bytes]) -> Any:
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"b64": base64.b64encode(data).decode("ascii")}
+def blob(data: Optional[bytes]) -> Optional[str]:
+    # bytes that are not UTF-8 travel as \udcXX escapes, and come back as the same bytes
+    return None if data is None else data.decode("utf-8", "surrogateescape")
 
 
 def unblob(raw: Any) -> Optional[bytes]:
-    if raw is None:
-        return None
-    if isinstance(raw, dict):
-        return base64.b64decode(raw["b64"])
-    return str(raw).encode("utf-8", "surrogateescape")
+    return None if raw is None else str(raw).encode("utf-8", "surrogateescape")
 
 
 def _text(key: Key) -> Optional[str]:
@@ -534,7 +517,7 @@ def _text(key: Key) -> Optional[str]:
     return None if key is None else str(key)
 
 
-def _serve_job(fs: LocalFS, job: str, have: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+def _serve_job(fs: LocalWalkFS, job: str, have: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
     problems = []  # type: List[str]
     entries = fs.list([job])[0]
     if isinstance(entries, str):
@@ -580,7 +563,7 @@ def serve(stdin: Any = None, stdout: Any = None) -> None:
     def emit(obj: Dict[str, Any]) -> None:
         out.write(z.compress(json.dumps(obj, separators=(",", ":")).encode("ascii") + b"\n"))
 
-    fs = LocalFS()
+    fs = LocalWalkFS()
     started = fs.now()
     emit({"t": "hello", "v": PROTOCOL, "py": sys.version.split()[0], "now": started})
     have_jobs = req.get("jobs") or {}

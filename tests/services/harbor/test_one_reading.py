@@ -218,7 +218,7 @@ def same(snap: Snapshot, truth: tuple[tuple[int, ...], list[tuple[Any, ...]]], w
 RACY_S = 30.0  # longer than the test takes: every read of it is within the racy window of the writes
 
 
-class _Later(walk.LocalFS):
+class _Later(walk.LocalWalkFS):
     """This disk read as if the racy window had passed since the job was written: its files
     are settled, so the parse cache keeps their records."""
 
@@ -307,7 +307,7 @@ def test_a_first_read_keys_each_result_from_the_open_file_and_stats_none(tmp_pat
     assert again.stats["files_read"] == 0 and again.experiments[0].counts == first.experiments[0].counts
 
 
-class _Hinted(walk.LocalFS):
+class _Hinted(walk.LocalWalkFS):
     """This disk, with the order of what the scanner hinted and read."""
 
     def __init__(self) -> None:
@@ -358,7 +358,7 @@ def test_on_a_cold_disk_each_batch_of_trial_files_is_hinted_to_the_kernel_before
 def test_a_settled_dir_is_listed_afresh_whenever_its_entries_change(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(walk, "RACY_S", RACY_S)
-    monkeypatch.setattr(walk.LocalFS, "_listed", {})
+    monkeypatch.setattr(walk.LocalWalkFS, "_listed", {})
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     fs = _Later()
@@ -371,8 +371,8 @@ def test_a_settled_dir_is_listed_afresh_whenever_its_entries_change(tmp_path: Pa
     (tmp_path / "b").write_text("{}")
     assert fs.list([str(tmp_path)])[0] == [("a", "dir"), ("b", "file"), ("d", "dir")]
     # a dir that changed within the racy window is never kept: it could change again in the same tick
-    monkeypatch.setattr(walk.LocalFS, "_listed", {})
-    now = walk.LocalFS()
+    monkeypatch.setattr(walk.LocalWalkFS, "_listed", {})
+    now = walk.LocalWalkFS()
     assert now.list([str(tmp_path)])[0] is not now.list([str(tmp_path)])[0]
 
 

@@ -85,7 +85,7 @@ def test_a_second_process_reads_nothing_and_sees_the_same(tmp_path: Path) -> Non
     assert any(cache_dir().glob("scan-*.sqlite"))
 
 
-class _CountingFS(walk.LocalFS):
+class _CountingFS(walk.LocalWalkFS):
     def __init__(self) -> None:
         self.stats = 0
 
@@ -147,7 +147,7 @@ def test_a_record_built_from_config_json_too_is_keyed_by_it(tmp_path: Path) -> N
     assert HarborSource(d).scan_sync().stats["files_read"] == 0
 
 
-class _NoCtimeFS(walk.LocalFS):
+class _NoCtimeFS(walk.LocalWalkFS):
     """A store whose keys are mtime and size alone (SFTP; coarse-timestamp NFS)."""
 
     def stat(self, paths):  # type: ignore[no-untyped-def]

@@ -40,7 +40,7 @@ def _rewrite(result: Path, reward: float) -> None:
 def test_running_trials_are_checked_every_poll_finished_ones_on_a_rotation(tmp_path: Path) -> None:
     job, d = _live_job(tmp_path)
     clock = [1000.0]
-    scanner = HarborScanner(walk.LocalFS(), str(d), HarborSource(d).policy, verify_window_s=60)
+    scanner = HarborScanner(walk.LocalWalkFS(), str(d), HarborSource(d).policy, verify_window_s=60)
     import services.harbor.scan as scan_mod
 
     real = scan_mod.time.monotonic
