@@ -134,6 +134,26 @@ async def test_odd_paths_travel_as_data(
     assert_same(await HarborSource(root).scan(), snap)
 
 
+async def test_bytes_that_are_not_utf8_inside_the_files_arrive_as_they_are(
+    ssh_server: InProcessSSHServer, demo_master: Path, tmp_path: Path, pool: SSHPool
+) -> None:
+    root = copy_job(demo_master, tmp_path / "jobs", "dev_set")
+    job = next(p for p in root.iterdir() if p.is_dir())
+    trials = sorted(p for p in job.iterdir() if (p / "result.json").is_file())
+    # a raw 0xff in a message: not JSON a strict reader takes; a raw one in the model's name: text a
+    # lenient one reads with a replacement character
+    (trials[0] / "result.json").write_bytes((trials[0] / "result.json").read_bytes().replace(b'"', b'"\xff', 1))
+    doc = json.loads((trials[1] / "result.json").read_text())
+    doc["exception_info"] = {"exception_type": "RuntimeError", "exception_message": "caf\udce9"}
+    (trials[1] / "result.json").write_bytes(json.dumps(doc, ensure_ascii=False).encode("utf-8", "surrogateescape"))
+    (job / "meta.env").write_bytes(b"MODEL=caf\xe9\n")
+    snap = await SSHHarborSource(ssh_server.spec(), [str(root)], pool=pool).scan()
+    assert_same(await HarborSource(root, cache=False).scan(), snap)
+    src = SSHHarborSource(ssh_server.spec(), [str(root)], pool=pool)
+    await src.scan()
+    assert src.client.jobs[str(job)].files["meta.env"][1] == b"MODEL=caf\xe9\n"
+
+
 async def test_missing_paths(ssh_server: InProcessSSHServer, demo: Path, tmp_path: Path, pool: SSHPool) -> None:
     src = SSHHarborSource(ssh_server.spec(), [str(tmp_path / "nope")], pool=pool)
     with pytest.raises(SourceUnavailable, match="no such directory"):
