@@ -46,10 +46,11 @@ async def local_scan_turn() -> AsyncIterator[None]:
 
 
 def scan_roots(fs: Any, roots: list[str], scanners: dict[str, HarborScanner], make: Any, label: str,
-               progress: ProgressFn, host: str = "") -> tuple[list[Experiment], list[SourceError], dict[str, Any]]:
+               progress: ProgressFn, host: str = "", cache: ParseCache | None = None,
+               ) -> tuple[list[Experiment], list[SourceError], dict[str, Any]]:
     """Scan every job dir under `roots` with its scanner (made by `make(job)` the first time);
     the scanners of job dirs that are gone are dropped. A root that cannot be read is an error
-    of its own (`root_failed`)."""
+    of its own (`root_failed`); a parse cache that turned itself off is said too."""
     def where(path: str) -> str:
         return f"{host}:{path}" if host else path
 
@@ -82,6 +83,9 @@ def scan_roots(fs: Any, roots: list[str], scanners: dict[str, HarborScanner], ma
             stats[k] += st.get(k, 0)
     for gone in set(scanners) - set(jobs):
         del scanners[gone]
+    if cache is not None and cache.problem:
+        errors.append(SourceError(source=label, where=where(roots[0]),
+                                  message=f"{cache.problem}; the parse cache is off, so every file is read"))
     return experiments, errors, stats
 
 
@@ -129,15 +133,14 @@ class HarborSource:
         def make(job: str) -> HarborScanner:
             return HarborScanner(self.walk_fs, job, self.policy, self.cache, self.verify_window_s)
 
-        experiments, errors, stats = scan_roots(self.walk_fs, [self.root], self._scanners, make, self.label, progress)
+        experiments, errors, stats = scan_roots(self.walk_fs, [self.root], self._scanners, make, self.label, progress,
+                                                cache=self.cache)
         if errors and errors[0].root_failed:
             raise SourceUnavailable(errors[0].where, errors[0].message)
         present = set(self._scanners) | {e.where for e in errors if e.unreadable}
         if self.cache is not None and present != self._present:
             self._present = present
             self.cache.forget_jobs_except(present)  # job dirs gone from the root leave the cache
-        if self.cache is not None and self.cache.problem:
-            stats["cache_problem"] = self.cache.problem
         return Snapshot(source=self.label, taken_at=taken, experiments=experiments, errors=errors, stats=stats)
 
     async def scan(self, progress: ProgressFn | None = None) -> Snapshot:

@@ -70,7 +70,7 @@ class StoreSource:
 
         try:
             experiments, errors, stats = scan_roots(self.walk_fs, [self.root], self._scanners, make, self.label,
-                                                    progress)
+                                                    progress, cache=self.cache)
         except OSError as exc:
             raise SourceUnavailable(self.label, str(exc)) from None
         except Exception as exc:  # the client library's own errors: credentials, endpoint, network
