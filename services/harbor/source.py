@@ -76,7 +76,7 @@ def scan_roots(fs: Any, roots: list[str], scanners: dict[str, HarborScanner], ma
         try:
             exp, st = scanner.scan(label, progress)
         except OSError as exc:
-            errors.append(SourceError(source=label, where=where(job), message=str(exc)))
+            errors.append(SourceError(source=label, where=where(job), message=str(exc) or type(exc).__name__))
             continue
         experiments.append(exp)
         for k in ("trial_dirs", "files_read", "cache_hits", "verified"):

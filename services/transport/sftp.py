@@ -25,14 +25,12 @@ from typing import TypeVar
 import asyncssh
 
 from services.core.source import SourceUnavailable
+from services.harbor import walk
 from services.transport.fs import READ_TIMEOUT_S, FileStat, NotRegularFile, TooLarge, checkpoint, tmp_prefix
 from services.transport.ssh import HostSpec, SSHPool, describe
 
 _T = TypeVar("_T")
-_Listings = list[list[tuple[str, str]] | str]
-_Keys = list[int | None]
-_Reads = list[tuple[bytes | None, str | None]]
-_Many = list
+_Many = list  # (inside SFTPWalkFS, `list` is its method)
 
 
 def _os_error(exc: asyncssh.SFTPError, path: str, path2: str | None = None) -> OSError:
@@ -252,7 +250,7 @@ class SFTPWalkFS:
     mtimes and no ctime or inode: keys carry 0 there."""
 
     def __init__(self, sftp: SFTPFS, loop: asyncio.AbstractEventLoop, concurrency: int = 64,
-                 timeout_s: float = 120.0, max_bytes: int = 64 << 20) -> None:
+                 timeout_s: float = 120.0, max_bytes: int = walk.MAX_BYTES) -> None:
         self.sftp, self.loop, self.timeout_s, self.max_bytes = sftp, loop, timeout_s, max_bytes
         self._sem = asyncio.Semaphore(concurrency)
         self.requests = 0
@@ -268,10 +266,18 @@ class SFTPWalkFS:
 
             return list(await asyncio.gather(*map(one, paths)))
 
-        return asyncio.run_coroutine_threadsafe(every(), self.loop).result(self.timeout_s) if paths else []
+        if not paths:
+            return []
+        batch = asyncio.run_coroutine_threadsafe(every(), self.loop)
+        try:
+            return batch.result(self.timeout_s)
+        except TimeoutError:
+            batch.cancel()
+            host = self.sftp.spec.label
+            raise OSError(errno.ETIMEDOUT, f"{host} sent no SFTP answer for {self.timeout_s:g} s") from None
 
-    def list(self, paths: Sequence[str]) -> _Listings:
-        async def one(client: asyncssh.SFTPClient, path: str) -> list[tuple[str, str]] | str:
+    def list(self, paths: Sequence[str]) -> _Many[walk.Listing]:
+        async def one(client: asyncssh.SFTPClient, path: str) -> walk.Listing:
             try:
                 names = await client.readdir(path)
             except asyncssh.SFTPError as exc:
@@ -281,31 +287,31 @@ class SFTPWalkFS:
 
         return self._run(one, paths)
 
-    def stat(self, paths: Sequence[str]) -> _Keys:
-        async def one(client: asyncssh.SFTPClient, path: str) -> int | None:
+    def stat(self, paths: Sequence[str]) -> _Many[walk.Key]:
+        async def one(client: asyncssh.SFTPClient, path: str) -> walk.Key:
             try:
                 attrs = await client.stat(path)
             except asyncssh.SFTPPermissionDenied:
-                return -3
+                return walk.DENIED
             except asyncssh.SFTPError:
                 try:  # (a dangling symlink is there, unlike a missing file)
                     await client.lstat(path)
                 except asyncssh.SFTPError:
                     return None
-                return -2
+                return walk.BROKEN
             kind = _kind(attrs.permissions)
             if kind != "file":
-                return -4 if kind == "dir" else -1
+                return walk.A_DIR if kind == "dir" else walk.ODD
             ns = getattr(attrs, "mtime_ns", None)
             mtime_ns = int(ns) if ns is not None else int(attrs.mtime or 0) * 10**9
-            return (mtime_ns << 192) | ((int(attrs.size or 0) & _M64) << 64)
+            return walk.pack_key(mtime_ns, 0, int(attrs.size or 0), 0)
 
         return self._run(one, paths)
 
-    def read(self, paths: Sequence[str]) -> _Reads:
+    def read(self, paths: Sequence[str]) -> _Many[walk.Read]:
         cap = self.max_bytes
 
-        async def one(client: asyncssh.SFTPClient, path: str) -> tuple[bytes | None, str | None]:
+        async def one(client: asyncssh.SFTPClient, path: str) -> walk.Read:
             name = posixpath.basename(path)
             try:
                 async with client.open(path, "rb") as fh:
@@ -332,8 +338,6 @@ class SFTPWalkFS:
     def now(self) -> float:
         return time.time()
 
-
-_M64 = (1 << 64) - 1
 
 
 def _kind(perms: int | None) -> str:

@@ -38,6 +38,17 @@ def write_known_hosts(path: Path, entries: list[tuple[str, int, asyncssh.SSHKey]
     path.write_text("\n".join(lines) + "\n")
 
 
+class _SFTPServer(asyncssh.SFTPServer):
+    def __init__(self, chan: asyncssh.SSHServerChannel, owner: InProcessSSHServer) -> None:
+        super().__init__(chan)
+        self._owner = owner
+
+    async def read(self, file_obj: object, offset: int, size: int) -> bytes:  # type: ignore[override]
+        if self._owner.sftp_stall:
+            await asyncio.Event().wait()
+        return super().read(file_obj, offset, size)  # type: ignore[arg-type, return-value]
+
+
 class InProcessSSHServer:
     """asyncssh server; `mode` is "ok", "drop" (abort after half the reply) or "slow"."""
 
@@ -55,6 +66,7 @@ class InProcessSSHServer:
         self.slow_s = 5.0
         self.commands: list[str] = []
         self.drop_on: str | None = None  # drop the connection while running a command containing this
+        self.sftp_stall = False  # SFTP reads never answer (a hung disk behind the server)
         self.port = 0
         self._server: asyncssh.SSHAcceptor | None = None
 
@@ -70,7 +82,7 @@ class InProcessSSHServer:
             authorized_client_keys=authorized,
             process_factory=self._handle,
             encoding=None,
-            sftp_factory=True,
+            sftp_factory=lambda chan: _SFTPServer(chan, self),
             allow_scp=False,
         )
         self.port = int(self._server.sockets[0].getsockname()[1])

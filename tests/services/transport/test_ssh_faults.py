@@ -133,6 +133,24 @@ async def test_python_missing_on_host_falls_back_to_sftp(
     assert _figures(again) == _figures(local)
 
 
+async def test_an_sftp_read_that_never_answers_is_an_error_that_says_so(
+    ssh_server: InProcessSSHServer, one_job: Path, tmp_path: Path, pool: SSHPool
+) -> None:
+    root = tmp_path / "jobs"
+    shutil.copytree(one_job, root)
+    src = SSHHarborSource(ssh_server.spec(), [str(root)], pool=pool, python="python3-not-installed", timeout_s=1)
+    good = await src.scan()
+    assert good.stats["mode"] == "sftp"
+    ssh_server.sftp_stall = True
+    trial = next(root.glob("*/*/result.json")).parent
+    shutil.copytree(trial, trial.parent / "new-task__abcdefg")  # (a new trial: the next scan reads it)
+    stale = await src.scan()
+    assert any(e.message.endswith("sent no SFTP answer for 1 s") and e.where.startswith("127.0.0.1")
+               for e in stale.errors)
+    assert stale.experiments[0].stale_since is not None
+    assert _figures(stale) == _figures(good)
+
+
 def _figures(snap: Snapshot) -> list[tuple]:
     # SFTP v3 carries whole-second mtimes: compare everything a check or a screen reads but mtime
     return [
