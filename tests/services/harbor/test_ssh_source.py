@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from services.harbor.demo import write_demo
 from services.harbor.source import HarborSource
 from services.harbor.ssh_source import SSHHarborSource
 from services.transport.ssh import HostSpec, SSHPool, parse_ssh_url
+from tests.support.services import service_missing
 from tests.support.ssh_server import InProcessSSHServer, OpenSSHServer, start_openssh, write_known_hosts
 from tests.support.ssh_server import client_key as client_key
 from tests.support.ssh_server import ssh_server as ssh_server
@@ -108,6 +110,33 @@ async def test_warm_refresh_sends_almost_nothing_and_follows_changes(
     assert_same(await local_src.scan(), changed)
     assert changed.stats["round_trips"] == 1
     assert ssh_server.commands and len(ssh_server.commands) == 3
+
+
+# (found at import, before the tests' HOME moves; pyenv's shim would not choose a version)
+_PYTHONS_36 = sorted(glob.glob(os.path.join(os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv"),
+                                            "versions", "3.6.*", "bin", "python3.6")))
+
+
+def _oldest_python() -> str:
+    """The oldest python3 a cluster login node still has, as this machine's pyenv installs it."""
+    found = _PYTHONS_36 + [p for p in ["/usr/bin/python3.6"] if os.access(p, os.X_OK)]
+    if not found:
+        service_missing("Python 3.6 is not installed (pyenv install 3.6): the remote program's oldest python3")
+    return found[0]
+
+
+async def test_the_remote_program_runs_as_it_is_on_python_3_6(
+    ssh_server: InProcessSSHServer, demo_master: Path, tmp_path: Path, pool: SSHPool
+) -> None:
+    demo = copy_job(demo_master, tmp_path / "jobs", "swebench")
+    src = SSHHarborSource(ssh_server.spec(), [str(demo)], pool=pool, python=_oldest_python(), slurm=False)
+    cold = await src.scan()
+    assert cold.errors == [], cold.errors
+    assert cold.stats["remote_python"].startswith("3.6."), cold.stats
+    assert_same(await HarborSource(demo, cache=False).scan(), cold)
+    warm = await src.scan()  # the per-bucket digests, checked by the host's 3.6 too
+    assert warm.stats["trials_sent"] == 0 and warm.stats["bytes_down"] < 2000
+    assert_same(await HarborSource(demo, cache=False).scan(), warm)
 
 
 async def test_one_connection_per_host_shared_by_sources(
