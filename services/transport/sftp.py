@@ -339,7 +339,6 @@ class SFTPWalkFS:
         return time.time()
 
 
-
 def _kind(perms: int | None) -> str:
     for test, kind in ((st_mod.S_ISLNK, "link"), (st_mod.S_ISDIR, "dir"), (st_mod.S_ISREG, "file")):
         if perms is not None and test(perms):
